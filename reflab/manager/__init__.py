@@ -1,0 +1,1 @@
+"""Manager-based runtime (MBA), mjlab / Isaac Lab style, in NumPy."""
