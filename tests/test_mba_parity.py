@@ -85,8 +85,8 @@ def test_reset_randomization_has_the_configured_distribution():
     ("task.managers.rewards.lin_vel_z_l2.func=rewards.no_such_term", "unknown function 'rewards.no_such_term'"),
     ("task.managers.rewards.track_lin_vel_xy.params.std=null", "raised TypeError"),
     ("+task.managers.rewards.lin_vel_z_l2.params.gain=2", "unknown ['gain']"),
-    ("task.managers.observations.policy.terms.command.func=rewards.lin_vel_z_l2", "returned shape (8,)"),
-    ("task.managers.terminations.base_height.func=rewards.lin_vel_z_l2", "expected bool"),
+    ("task.managers.observations.policy.terms.actions.func=rewards.lin_vel_z_l2", "returned shape (8,)"),
+    ("task.managers.terminations.time_out.func=rewards.lin_vel_z_l2", "expected bool"),
     ("~task.managers.rewards.track_ang_vel_z.params.std", "missing ['std']"),
 ])
 def test_bad_term_config_fails_at_construction_naming_the_term(override, needle):
