@@ -1,0 +1,193 @@
+"""What the benchmarks need to drive a target, stdlib only: the benchmarks run
+in the target's own asv environment, where nothing of this suite is installed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+ENTRY_REL = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
+SUITE_DIR = Path(os.environ.get("ASV_CONF_DIR") or Path(__file__).resolve().parents[1])
+PACKAGES = ("numpy", "torch", "mujoco", "mujoco-uni-runtime", "motrixsim", "motrixsim-core",
+            "hydra-core", "omegaconf", "asv", "asv_runner")
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "UNILAB_COLLECTOR_TORCH_THREADS")
+BUSY_FRACTION = 0.25  # other processes using more than this share of all CPUs: flagged
+
+
+def load_pins() -> dict:
+    path = Path(os.environ.get("MBAPHASES_PINS") or SUITE_DIR / "pins.toml")
+    pins = tomllib.loads(path.read_text())
+    name = os.environ.get("MBAPHASES_PROFILE") or pins["profile"]
+    if name not in pins["profiles"]:
+        raise ValueError(f"profile {name!r} not in {path}; valid: {', '.join(pins['profiles'])}")
+    pins["active_profile"] = {"name": name, **pins["profiles"][name]}
+    return pins
+
+
+def pins_version(pins: dict) -> str:
+    """The asv benchmark version: changes whenever a pinned value does."""
+    key = {"profile": pins["active_profile"], "cases": pins["cases"], "entry": ENTRY_REL}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def target_dir() -> Path:
+    """The target checkout holding the entry script and conf/."""
+    candidates = []
+    if os.environ.get("ASV_ENV_DIR"):
+        candidates.append(Path(os.environ["ASV_ENV_DIR"]) / "project")
+    if os.environ.get("MBAPHASES_TARGET_DIR"):
+        candidates.append(Path(os.environ["MBAPHASES_TARGET_DIR"]))
+    for c in candidates:
+        if (c / ENTRY_REL).is_file():
+            return c
+    raise FileNotFoundError(f"{ENTRY_REL} not found in {[str(c) for c in candidates] or 'ASV_ENV_DIR/project or MBAPHASES_TARGET_DIR (neither set)'}")
+
+
+def machine_name() -> str:
+    if os.environ.get("MBAPHASES_MACHINE"):
+        return os.environ["MBAPHASES_MACHINE"]
+    try:
+        machines = [k for k in json.loads((Path.home() / ".asv-machine.json").read_text()) if k != "version"]
+    except (OSError, ValueError):
+        machines = []
+    return machines[0] if len(machines) == 1 else platform.node()
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _cpu_busy_fraction(interval: float = 0.5) -> float | None:
+    def sample():
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        idle = fields[3] + fields[4]
+        return sum(fields), idle
+    try:
+        t0, i0 = sample()
+        time.sleep(interval)
+        t1, i1 = sample()
+    except OSError:
+        return None
+    return 1.0 - (i1 - i0) / (t1 - t0) if t1 > t0 else None
+
+
+def host_load() -> dict:
+    """Load average, CPU busy share and frequency/governor (where readable)."""
+    busy = _cpu_busy_fraction()
+    return {
+        "time": time.time(),
+        "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "cpu_busy_fraction": busy,
+        "busy": bool(busy is not None and busy > BUSY_FRACTION),
+        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "cur_freq_khz": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq"),
+    }
+
+
+def environment() -> dict:
+    """Hardware and software of the asv environment this process runs in."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    cpu, physical = platform.processor() or platform.machine(), set()
+    try:
+        phys_id = None
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+            elif line.startswith("physical id"):
+                phys_id = line.split(":", 1)[1].strip()
+            elif line.startswith("core id"):
+                physical.add((phys_id, line.split(":", 1)[1].strip()))
+    except OSError:
+        pass
+    mem = None
+    for line in (_read("/proc/meminfo") or "").splitlines():
+        if line.startswith("MemTotal"):
+            mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    gpu = "none"
+    if shutil.which("nvidia-smi"):
+        p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
+        gpu = p.stdout.strip() or "none"
+    torch_cuda = None
+    try:
+        import torch
+
+        torch_cuda = torch.version.cuda
+    except ImportError:
+        pass
+    return {
+        "os": platform.platform(), "kernel": platform.release(), "cpu": cpu,
+        "logical_cpus": os.cpu_count(), "physical_cores": len(physical) or None, "memory": mem, "gpu": gpu,
+        "python": platform.python_version(), "python_executable": sys.executable,
+        "packages": versions, "torch_cuda": torch_cuda,
+        "thread_env": {k: os.environ.get(k) for k in THREAD_VARS},
+    }
+
+
+def run_entry(pins: dict) -> dict:
+    """One independent run: the entry in a fresh process over every case.
+
+    The raw JSON/CSV, its log and a meta file (pins, commit, load, environment)
+    are kept under results/raw/<machine>/<commit>/run<k>.*; the raw runs alone
+    rebuild every table."""
+    prof = pins["active_profile"]
+    target = target_dir()
+    commit = os.environ.get("ASV_COMMIT") or "unknown"
+    machine = machine_name()
+    raw_root = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "results" / "raw")
+    out_dir = raw_root / machine / commit
+    out_dir.mkdir(parents=True, exist_ok=True)
+    k = 1 + sum(1 for _ in out_dir.glob("run*.meta.json"))
+    while (out_dir / f"run{k}.meta.json").exists():
+        k += 1
+    stem = out_dir / f"run{k}"
+    meta = {"machine": machine, "commit": commit, "run": k, "profile": prof, "cases": pins["cases"],
+            "baseline": pins["baseline"], "candidate": pins["candidate"], "version": pins_version(pins),
+            "load_start": host_load()}
+    cmd = [sys.executable, str(target / ENTRY_REL), "--cases", ",".join(pins["cases"]),
+           "--num-envs", str(prof["num_envs"]), "--warmup-steps", str(prof["warmup_steps"]),
+           "--measure-steps", str(prof["measure_steps"]),
+           "--replay-capacity-steps", str(prof["replay_capacity_steps"]),
+           "--out-json", f"{stem}.json", "--out-csv", f"{stem}.csv", "--continue-on-error"]
+    env = {**os.environ, "UNILAB_COLLECTOR_TORCH_THREADS": str(prof["torch_threads"])}
+    meta["command"] = cmd
+    meta["started"] = time.time()
+    proc = subprocess.run(cmd, cwd=target, env=env, capture_output=True, text=True, check=False)
+    meta["ended"] = time.time()
+    meta["load_end"] = host_load()
+    meta["returncode"] = proc.returncode
+    meta["environment"] = environment()
+    Path(f"{stem}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    doc = None
+    if Path(f"{stem}.json").is_file():
+        doc = json.loads(Path(f"{stem}.json").read_text())
+    results = {}
+    errors = {}
+    for r in (doc or {}).get("results", []):
+        c = r["case"]
+        results[f"{c['algo']}/{c['task']}/{c['sim']}"] = r
+    for e in (doc or {}).get("errors", []):
+        errors[e["case"]] = f"{e['type']}: {e['message']}"
+    tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
+    for case in pins["cases"]:
+        if case not in results and case not in errors:
+            errors[case] = f"entry exit {proc.returncode}: {tail[0]}"
+    meta["failed_cases"] = errors
+    Path(f"{stem}.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return {"run": k, "results": results, "errors": errors}

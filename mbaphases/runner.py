@@ -1,0 +1,201 @@
+"""A formal A/B run: both sides, >= 3 independent runs each, interleaved,
+serial, never overlapping another formal run on this machine."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import asv.util
+
+from mbaphases.errors import UsageError
+
+LOCK_PATH = Path(os.environ.get("MBAPHASES_LOCK", "/tmp/mbaphases-formal-run.lock"))
+
+
+class LockBusy(Exception):
+    pass
+
+
+@contextmanager
+def formal_run_lock(what: str):
+    """Machine-wide: a second formal run is refused while one holds it."""
+    LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(LOCK_PATH, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "unknown"
+        fh.close()
+        raise LockBusy(f"another formal run holds {LOCK_PATH} ({holder}); formal runs must not overlap") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}: {what}\n")
+    fh.flush()
+    try:
+        yield
+    finally:
+        fh.seek(0)
+        fh.truncate()
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+def _git(repo, *args) -> str:
+    p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise UsageError(f"git {' '.join(args)} in {repo}: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else 'failed'}")
+    return p.stdout.strip()
+
+
+def resolve_ref(repo: Path, ref: str) -> str:
+    p = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+                       capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise UsageError(f"unknown revision {ref!r} in {repo}")
+    return p.stdout.strip()
+
+
+def load_asv_conf(path: Path) -> dict:
+    try:
+        return asv.util.load_json(str(path), js_comments=True)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"asv config {path}: {e}") from None
+
+
+def default_machine(profile: str) -> str:
+    # the profile is part of the name: results of other pinned sizes never share a machine
+    return f"{platform.node() or 'host'}-{profile}"
+
+
+def ensure_machine(conf: Path, machine: str) -> None:
+    p = subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--machine", machine, "--config", str(conf)],
+                       capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise RuntimeError(f"asv machine failed: {p.stderr.strip()}")
+
+
+def field_conf(template: Path, repo: str, package: str | None, out: Path) -> Path:
+    """asv config for the field's repository, with "repo" (URL or path) filled in."""
+    text = template.read_text()
+    if package is None and Path(repo).is_dir():
+        try:
+            import tomllib
+
+            package = tomllib.loads((Path(repo) / "pyproject.toml").read_text())["project"]["name"]
+        except (OSError, KeyError, ValueError):
+            package = None
+    if package is None:
+        raise UsageError(f"cannot read the package name of {repo}; pass --field-package NAME")
+    repo_value = str(Path(repo).resolve()) if Path(repo).is_dir() else repo
+    text = text.replace('"FIELD_REPO"', json.dumps(repo_value)).replace('"FIELD_PACKAGE"', json.dumps(package))
+    # asv resolves relative paths against the config's folder: keep the copy beside the template
+    out.write_text(text)
+    return out
+
+
+def run_meta(raw_dir: Path, machine: str, since: float) -> list[dict]:
+    metas = []
+    for p in sorted((raw_dir / machine).glob("*/run*.meta.json")):
+        meta = json.loads(p.read_text())
+        if meta.get("started", 0) >= since:
+            meta["path"] = str(p)
+            metas.append(meta)
+    return metas
+
+
+def summarize(metas: list[dict], sides: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(failures, warnings) as lines: which case, side and run failed; busy runs."""
+    failures, warnings = [], []
+    for m in sorted(metas, key=lambda m: m["started"]):
+        side = sides.get(m["commit"], m["commit"][:10])
+        for case, msg in sorted(m.get("failed_cases", {}).items()):
+            failures.append(f"FAILED {case} | side {side} | run {m['run']} | {msg}")
+        for when in ("load_start", "load_end"):
+            load = m.get(when) or {}
+            if load.get("busy"):
+                warnings.append(f"BUSY machine at {when.split('_')[1]} of {side} run {m['run']}: "
+                                f"{load['cpu_busy_fraction']:.0%} of CPUs used by other processes")
+    return failures, warnings
+
+
+def run_ab(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
+           out=sys.stdout) -> int:
+    """Run the A/B with asv; returns the exit status (0: every run of every case succeeded)."""
+    conf_path = Path(conf_path).resolve()
+    conf = load_asv_conf(conf_path)
+    suite_dir = conf_path.parent
+    repo = conf["repo"]
+    repo_path = (suite_dir / repo) if not re.match(r"^\w+://", repo) else None
+    if repo_path is not None and not repo_path.exists():
+        raise UsageError(f"target repository {repo_path} not found (make it with: mbaphases demo-repo)")
+    if runs < 1:
+        raise UsageError(f"--runs {runs} must be >= 1")
+    profile = pins["active_profile"]["name"]
+    machine = machine or default_machine(profile)
+    sides = {}
+    for side in ("baseline", "candidate"):
+        ref = pins[side]["ref"]
+        sha = resolve_ref(repo_path, ref) if repo_path is not None else ref
+        sides[sha] = f"{pins[side]['label']} ({ref})"
+    if len(sides) != 2:
+        raise UsageError("baseline and candidate resolve to the same commit")
+    results_dir = suite_dir / conf.get("results_dir", "results")
+    raw_dir = results_dir / "raw"
+    env = {**os.environ, "MBAPHASES_PROFILE": profile, "MBAPHASES_MACHINE": machine,
+           "MBAPHASES_PINS": pins["path"], "MBAPHASES_RAW_DIR": str(raw_dir)}
+    ensure_machine(conf_path, machine)
+    started = time.time()
+    shas = list(sides)
+    base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
+            "--record-samples", "--append-samples", "--show-stderr"]
+    rc = 0
+    try:
+        if python is None:
+            hashfile = suite_dir / ".asv" / f"hashes-{int(started)}.txt"
+            hashfile.parent.mkdir(parents=True, exist_ok=True)
+            hashfile.write_text("\n".join(shas) + "\n")
+            cmd = base + [f"HASHFILE:{hashfile}", "-a", f"rounds={runs}", "--interleave-rounds"]
+            print("$ " + " ".join(cmd[1:]), file=out, flush=True)
+            rc = subprocess.run(cmd, cwd=suite_dir, env=env, check=False).returncode
+        else:
+            # an existing environment: one asv invocation per run and side, order alternating
+            worktrees = suite_dir / ".asv" / "worktrees"
+            for sha in shas:
+                wt = worktrees / sha
+                if not wt.exists():
+                    _git(repo_path, "worktree", "add", "--detach", "-f", str(wt), sha)
+            for k in range(runs):
+                for sha in (shas if k % 2 == 0 else shas[::-1]):
+                    cmd = base + ["-E", f"existing:{python}", "--set-commit-hash", sha, "-a", "rounds=1"]
+                    print(f"[run {k + 1}/{runs}] {sides[sha]}: $ " + " ".join(cmd[1:]), file=out, flush=True)
+                    p = subprocess.run(cmd, cwd=suite_dir, env={**env, "MBAPHASES_TARGET_DIR": str(worktrees / sha)},
+                                       check=False)
+                    rc = rc or p.returncode
+    except KeyboardInterrupt:
+        print("interrupted: every completed run is kept under " + str(raw_dir / machine), file=out)
+        rc = 130
+    metas = run_meta(raw_dir, machine, started)
+    failures, warnings = summarize(metas, sides)
+    for line in warnings + failures:
+        print(line, file=out)
+    expected = 2 * runs
+    print(f"{len(metas)} of {expected} runs recorded under {raw_dir / machine}; "
+          f"{len(failures)} failed case-runs; asv exit {rc}", file=out)
+    if failures or len(metas) < expected:
+        return rc or 1
+    return rc
+
+
+def publish(conf_path: Path) -> int:
+    return subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(conf_path)],
+                          cwd=Path(conf_path).resolve().parent, check=False).returncode
