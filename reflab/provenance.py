@@ -11,7 +11,7 @@ from pathlib import Path
 
 PACKAGES = ("numpy", "torch", "mujoco", "mujoco-uni-runtime", "motrixsim", "motrixsim-core",
             "hydra-core", "omegaconf")
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY",
                "UNILAB_COLLECTOR_TORCH_THREADS")
 
 
