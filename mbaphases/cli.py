@@ -27,6 +27,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--python", default=None, help="use this existing python instead of building environments")
     r.add_argument("--field-repo", default=None, help="run against the field's repository (URL or path)")
     r.add_argument("--field-package", default=None, help="the field repository's package name")
+    rp = sub.add_parser("report", help="tables, gate and report from stored runs")
+    rp.add_argument("--out", required=True, help="output directory (report.md, *.csv, summary.json)")
+    rp.add_argument("--config", default="asv.conf.json", help="asv config (results dir, target repo)")
+    rp.add_argument("--pins", default="pins.toml", help="sides, labels, cases and gate defaults")
+    rp.add_argument("--results", default=None, help="asv results directory (default: from --config)")
+    rp.add_argument("--machine", default=None)
+    rp.add_argument("--baseline", default=None, help="revision: SHA, prefix or branch (default: pins)")
+    rp.add_argument("--candidate", default=None)
+    rp.add_argument("--baseline-raw", nargs="+", default=None, help="raw entry JSON files or globs, one per run")
+    rp.add_argument("--candidate-raw", nargs="+", default=None)
+    rp.add_argument("--baseline-label", default=None)
+    rp.add_argument("--candidate-label", default=None)
+    rp.add_argument("--threshold", type=float, default=None)
+    rp.add_argument("--min-runs", type=int, default=None)
+    rp.add_argument("--exceptions", default=None, help="maintainer's exceptions file (TOML)")
+    rp.add_argument("--dispersion-limit", type=float, default=0.05, help="flag range above this share")
+    rp.add_argument("--quiet", action="store_true")
     pb = sub.add_parser("publish", help="asv publish (html/)")
     pb.add_argument("--config", default="asv.conf.json")
     return p
@@ -58,6 +75,10 @@ def _run(args) -> int:
         except runner.LockBusy as e:
             print(f"error: {e}", file=sys.stderr)
             return 3
+    if args.command == "report":
+        from mbaphases.commands import report_command
+
+        return report_command(args)
     if args.command == "publish":
         from mbaphases import runner
 

@@ -21,10 +21,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reflab import ASSETS_DIR  # noqa: E402
 from reflab.bench import SEED_CASES, compose_case  # noqa: E402
 from reflab.collector import collector_torch_threads, run_collector  # noqa: E402
-from reflab.sim import make_backend  # noqa: E402
+from reflab.runtime import make_env  # noqa: E402
 
 
 def collector_run(case, runtime, n, warmup, measure):
@@ -38,18 +37,21 @@ def collector_run(case, runtime, n, warmup, measure):
     return m
 
 
-def physics_limit(case, n, steps):
+def physics_limit(case, n, warmup, steps):
+    """The backend alone, from the env's own reset states, with the collector's
+    kind of actions: what the collector could reach if nothing but physics ran."""
     cfg = compose_case(case, n, [], 0)
-    b = make_backend(cfg.sim.backend, ASSETS_DIR / cfg.task.robot_file, n, int(cfg.sim.nthread))
-    default = np.asarray(cfg.task.default_joint_pos)
+    env = make_env(cfg)
+    b, decimation = env.backend, int(cfg.task.decimation)
     rng = np.random.default_rng(0)
-    ctrl = default + 0.25 * rng.uniform(-1, 1, (steps, n, len(default)))
-    b.step(ctrl[0], int(cfg.task.decimation))
+    ctrl = env.default_joint_pos + float(cfg.task.action_scale) * rng.uniform(-1, 1, (warmup + steps, n, env.action_dim))
+    for k in range(warmup):
+        b.step(ctrl[k], decimation)
     t0 = time.perf_counter()
     for k in range(steps):
-        b.step(ctrl[k], int(cfg.task.decimation))
+        b.step(ctrl[warmup + k], decimation)
     dt = time.perf_counter() - t0
-    b.close()
+    env.close()
     return n * steps / dt
 
 
@@ -74,7 +76,7 @@ def main():
                 order = ("direct", "mba") if r % 2 == 0 else ("mba", "direct")
                 for rt in order:
                     runs[rt].append(collector_run(case, rt, n, a.warmup, a.measure))
-                limits.append(physics_limit(case, n, a.measure))
+                limits.append(physics_limit(case, n, a.warmup, a.measure))
             med = {rt: {k: float(np.median([m[k] for m in ms])) for k in ms[0]} for rt, ms in runs.items()}
             ratio = float(np.median([m["steps_per_sec"] / d["steps_per_sec"] for d, m in zip(runs["direct"], runs["mba"])]))
             limit = float(np.median(limits))

@@ -1,0 +1,135 @@
+"""The gate: is the candidate's throughput at least ``threshold`` x baseline?
+
+Per case, from the per-run throughputs:
+* PASS: even the worst pairing clears it (min candidate / max baseline >= threshold);
+* FAIL: even the best pairing misses it (max candidate / min baseline < threshold);
+* INCONCLUSIVE: between the two;
+* MISSING: a side has fewer successful runs than required, or a failed run;
+* MISALIGNED: the two sides ran different case configurations (dims, num_envs,
+  replay capacity, decimation, ...), so they are not comparable;
+* EXCEPTED: listed by the maintainer in the exceptions file (with a reason and
+  optionally an own threshold, which must then be cleared by the interval rule).
+
+With three runs per side no rank test can reach a useful level (exact
+Mann-Whitney 3 vs 3 cannot go below p = 0.10), so the gate is the interval
+rule; from five runs per side a one-sided Mann-Whitney p-value on the scaled
+throughputs is added for information.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mbaphases.errors import UsageError
+from mbaphases.load import Side
+from mbaphases.tables import per_run
+
+STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "MISSING", "MISALIGNED", "EXCEPTED")
+RANK_TEST_MIN_RUNS = 5
+
+
+@dataclass
+class Exception_:
+    case: str
+    reason: str
+    threshold: float | None = None
+
+
+def load_exceptions(path: Path | None, known_cases: list[str]) -> dict[str, Exception_]:
+    if path is None or not Path(path).exists():
+        return {}
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"exceptions file {path} is not valid TOML: {e}") from None
+    out = {}
+    for i, e in enumerate(doc.get("exception", [])):
+        case, reason = e.get("case"), e.get("reason")
+        if not case or not reason:
+            raise UsageError(f"exceptions file {path}: entry {i + 1} needs 'case' and 'reason'")
+        if case not in known_cases:
+            raise UsageError(f"exceptions file {path}: unknown case {case!r}; valid: {', '.join(known_cases)}")
+        thr = e.get("threshold")
+        if thr is not None and not (isinstance(thr, (int, float)) and 0 < thr):
+            raise UsageError(f"exceptions file {path}: threshold {thr!r} of {case} must be a positive number")
+        out[case] = Exception_(case, reason, None if thr is None else float(thr))
+    return out
+
+
+def interval_status(b: np.ndarray, c: np.ndarray, threshold: float) -> str:
+    if c.min() / b.max() >= threshold:
+        return "PASS"
+    if c.max() / b.min() < threshold:
+        return "FAIL"
+    return "INCONCLUSIVE"
+
+
+def rank_test_p(b: np.ndarray, c: np.ndarray, threshold: float) -> float | None:
+    """One-sided Mann-Whitney: P(candidate >= threshold x baseline) is not lower."""
+    if min(len(b), len(c)) < RANK_TEST_MIN_RUNS:
+        return None
+    from scipy.stats import mannwhitneyu
+
+    return float(mannwhitneyu(c, threshold * b, alternative="less").pvalue)
+
+
+def misaligned(b: Side, c: Side, case: str) -> list[str]:
+    ab, ac = b.alignment.get(case), c.alignment.get(case)
+    if ab is None or ac is None:
+        return []
+    return sorted(k for k in set(ab) | set(ac) if ab.get(k) != ac.get(k))
+
+
+def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int,
+             exceptions: dict[str, Exception_]) -> list[dict]:
+    rows = []
+    for case in cases:
+        xb, xc = per_run(b, "throughput", case), per_run(c, "throughput", case)
+        fb = b.failed[b.failed.case == case]
+        fc = c.failed[c.failed.case == case]
+        row = {"case": case, "threshold": threshold, "worst_ratio": None, "best_ratio": None, "p_value": None,
+               "note": ""}
+        if len(xb) < min_runs or len(xc) < min_runs or len(fb) or len(fc):
+            row["gate"] = "MISSING"
+            parts = [f"baseline {len(xb)} runs", f"candidate {len(xc)} runs"]
+            parts += [f"{name} failed in {', '.join(sorted(f.run))}" for name, f in (("baseline", fb), ("candidate", fc)) if len(f)]
+            row["note"] = f"needs >= {min_runs} successful runs per side; " + "; ".join(parts)
+            rows.append(row)
+            continue
+        row["worst_ratio"], row["best_ratio"] = float(xc.min() / xb.max()), float(xc.max() / xb.min())
+        row["p_value"] = rank_test_p(xb, xc, threshold)
+        diff = misaligned(b, c, case)
+        if diff:
+            row["gate"] = "MISALIGNED"
+            row["note"] = "case configurations differ: " + ", ".join(diff)
+            rows.append(row)
+            continue
+        status = interval_status(xb, xc, threshold)
+        exc = exceptions.get(case)
+        if exc is not None:
+            if exc.threshold is None:
+                status, row["note"] = "EXCEPTED", f"excepted: {exc.reason}"
+            else:
+                own = interval_status(xb, xc, exc.threshold)
+                row["threshold"] = exc.threshold
+                if own == "PASS":
+                    status, row["note"] = "EXCEPTED", f"excepted at {exc.threshold:.2f}: {exc.reason}"
+                else:
+                    status, row["note"] = own, f"excepted only at >= {exc.threshold:.2f}, which it does not clear: {exc.reason}"
+        row["gate"] = status
+        rows.append(row)
+    return rows
+
+
+def verdict(rows: list[dict]) -> str:
+    statuses = {r["gate"] for r in rows}
+    if statuses & {"MISSING", "MISALIGNED"}:
+        return "INCOMPLETE"
+    if "FAIL" in statuses:
+        return "FAIL"
+    if "INCONCLUSIVE" in statuses:
+        return "INCONCLUSIVE"
+    return "PASS"

@@ -1,0 +1,255 @@
+"""Build every table from two Sides and write report.md, one CSV per table and
+summary.json; the same tables print as aligned text."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from mbaphases import gate as gate_mod
+from mbaphases import tables
+from mbaphases.load import Side
+
+SCHEMA = "mbaphases.summary/1"
+DEFINITIONS = {
+    "run_value": "A run's value for a metric is the entry's per-run figure: throughput is "
+                 "collector_active_steps_per_sec; a phase is the mean over the run's recorded vector steps.",
+    "side_figure": "A side's figure is the median of its runs, shown with [min, max].",
+    "ratio": "ratio = candidate median / baseline median of throughput (env steps/s).",
+    "attribution": "Branch-level decomposition of the change in active ms per vector step: per run, active = "
+                   "physics + (step_core - physics) + update_state + reset_done + rest of env_step + replay + "
+                   "bookkeeping; each part's change is the difference of the two sides' medians. It is a "
+                   "decomposition by phase of the whole branch difference, not a measure of 'manager overhead'.",
+    "dispersion": "range % = (max - min) / median; CV = population standard deviation / mean of the per-run "
+                  "throughputs; runs_for_decision estimates the runs per side at which the median ratio's ~95% "
+                  "interval would clear the threshold (median SE ~ 1.25 sigma / sqrt(n)).",
+    "gate": gate_mod.__doc__.strip(),
+}
+PHASE_LABELS = {"env_step_ms": "env_step", "physics_ms": "physics", "step_core_ms": "step_core",
+                "update_state_ms": "update_state", "reset_done_ms": "reset_done", "replay_ms": "replay",
+                "bookkeeping_ms": "bookkeeping", "resets_per_step": "resets/step"}
+
+
+@dataclass
+class Report:
+    baseline: Side
+    candidate: Side
+    cases: list[str]
+    throughput: pd.DataFrame
+    phases: pd.DataFrame
+    attribution: pd.DataFrame
+    dispersion: pd.DataFrame
+    gate: pd.DataFrame
+    verdict: str
+    threshold: float
+    min_runs: int
+    environment: pd.DataFrame
+    input_kind: str
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        elif isinstance(v, list):
+            out[key] = ", ".join(map(str, v))
+        else:
+            out[key] = v
+    return out
+
+
+def environment_table(b: Side, c: Side) -> pd.DataFrame:
+    fb = {"revision": b.revision, "label": b.label, **_flatten(b.pins, "pins."), **_flatten(b.environment)}
+    fc = {"revision": c.revision, "label": c.label, **_flatten(c.pins, "pins."), **_flatten(c.environment)}
+    rows = []
+    for k in list(dict.fromkeys(list(fb) + list(fc))):
+        if k.startswith("pins.load") or k.endswith("python_executable"):
+            continue
+        vb, vc = fb.get(k), fc.get(k)
+        rows.append({"key": k, "baseline": vb, "candidate": vc,
+                     "differs": k not in ("revision", "label") and vb != vc})
+    return pd.DataFrame(rows)
+
+
+def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptions=None,
+          dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv") -> Report:
+    cases = tables.case_order(b, c, pinned_cases)
+    thr = tables.throughput_table(b, c, cases)
+    disp = tables.dispersion_table(b, c, cases, dispersion_limit)
+    gate_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {})
+    g = pd.DataFrame(gate_rows)
+    decisions = []
+    for case in cases:
+        d = disp[disp.case == case].set_index("side")
+        ratio = thr.loc[thr.case == case, "ratio"].iloc[0]
+        # a spread needs at least two runs
+        cvs = [d.loc[s, "cv"] if s in d.index and "cv" in d and d.loc[s, "n"] >= 2 and not pd.isna(d.loc[s, "cv"])
+               else None for s in ("baseline", "candidate")]
+        decisions.append(tables.runs_for_decision(ratio, cvs[0], cvs[1], threshold))
+    g["runs_for_decision"] = decisions
+    return Report(b, c, cases, thr, tables.phase_table(b, c, cases), tables.attribution_table(b, c, cases), disp,
+                  g, gate_mod.verdict(gate_rows), threshold, min_runs, environment_table(b, c), input_kind)
+
+
+# --- formatting ---------------------------------------------------------------------------------
+
+def _num(x, fmt="{:,.0f}") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return fmt.format(x)
+
+
+def _md(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
+    """The human-readable tables (strings), in the seed's style."""
+    t = rep.throughput
+    thr = pd.DataFrame({
+        "case": t.case,
+        rep.baseline.label: [f"{_num(m)} [{_num(lo)}, {_num(hi)}]" for m, lo, hi in zip(t.baseline_median, t.baseline_min, t.baseline_max)],
+        rep.candidate.label: [f"{_num(m)} [{_num(lo)}, {_num(hi)}]" for m, lo, hi in zip(t.candidate_median, t.candidate_min, t.candidate_max)],
+        "ratio (median)": [_num(r, "{:.3f}") for r in t.ratio],
+        "runs": [f"{nb} / {nc}" for nb, nc in zip(t.baseline_runs, t.candidate_runs)],
+    })
+    p = rep.phases
+    ph = pd.DataFrame({"case": p.case})
+    for key, label in PHASE_LABELS.items():
+        fmt = "{:.2f}"
+        ph[label] = [f"{_num(x, fmt)} → {_num(y, fmt)}" for x, y in zip(p[f"{key}_baseline"], p[f"{key}_candidate"])]
+    a = rep.attribution
+    at = pd.DataFrame({"case": a.case})
+    if "delta_sum_ms" in a:
+        at["Δ active ms (sum of parts)"] = [_num(x, "{:+.2f}") for x in a.delta_sum_ms]
+        at["Δ median active ms"] = [_num(x, "{:+.2f}") for x in a.delta_active_median_ms]
+        for k in tables.ATTRIBUTION:
+            at[k] = [f"{_num(x, '{:+.2f}')} ({_num(s, '{:.0%}')})" for x, s in zip(a.get(f"{k}_ms", []), a.get(f"{k}_share", []))]
+    d = rep.dispersion
+    di = pd.DataFrame({
+        "case": d.case, "side": d.side, "n": d.n,
+        "median": [_num(x) for x in d.get("median", [None] * len(d))],
+        "range %": [_num(x, "{:.1%}") for x in d.get("range_pct", [None] * len(d))],
+        "CV": [_num(x, "{:.1%}") for x in d.get("cv", [None] * len(d))],
+        "flag": ["DRIFT" if f is True else "" for f in d.get("flagged", [False] * len(d))],
+    })
+    g = rep.gate
+    ga = pd.DataFrame({
+        "case": g.case, "gate": g.gate, "threshold": [f"{x:.2f}" for x in g.threshold],
+        "worst / best ratio": [f"{_num(w, '{:.3f}')} / {_num(b, '{:.3f}')}" for w, b in zip(g.worst_ratio, g.best_ratio)],
+        "p (rank test)": [_num(x, "{:.3f}") if x is not None else "—" for x in g.p_value],
+        "runs for a decision": [_num(x, "{:d}") if x is not None else "n/a" for x in g.runs_for_decision],
+        "note": g.note,
+    })
+    e = rep.environment
+    env = pd.DataFrame({"": ["≠" if x else "" for x in e.differs], "key": e.key,
+                        rep.baseline.label: e.baseline.astype(str), rep.candidate.label: e.candidate.astype(str)}) if len(e) else e
+    return {"gate": ga, "throughput": thr, "phases": ph, "attribution": at, "dispersion": di, "environment": env}
+
+
+def summary(rep: Report) -> dict:
+    def side_stats(prefix, row):
+        return {"runs": int(row[f"{prefix}_runs"]), "median": row[f"{prefix}_median"],
+                "min": row[f"{prefix}_min"], "max": row[f"{prefix}_max"]}
+
+    cases = []
+    for case in rep.cases:
+        t = rep.throughput[rep.throughput.case == case].iloc[0]
+        p = rep.phases[rep.phases.case == case].iloc[0]
+        a = rep.attribution[rep.attribution.case == case].iloc[0]
+        g = rep.gate[rep.gate.case == case].iloc[0]
+        d = rep.dispersion[rep.dispersion.case == case].set_index("side")
+        cases.append({
+            "case": case,
+            "throughput": {"baseline": side_stats("baseline", t), "candidate": side_stats("candidate", t),
+                           "ratio": t.ratio},
+            "phases_ms": {PHASE_LABELS[k]: {"baseline": p[f"{k}_baseline"], "candidate": p[f"{k}_candidate"]}
+                          for k in PHASE_LABELS},
+            "attribution_ms": {k: a.get(f"{k}_ms") for k in tables.ATTRIBUTION} | {
+                "delta_sum": a.get("delta_sum_ms"), "delta_active_median": a.get("delta_active_median_ms")},
+            "dispersion": {s: {k: d.loc[s].get(k) for k in ("n", "range_pct", "cv", "flagged")} for s in d.index},
+            "gate": g.gate,
+            "gate_detail": {k: g[k] for k in ("threshold", "worst_ratio", "best_ratio", "p_value", "note",
+                                              "runs_for_decision")},
+        })
+    env = rep.environment
+    return {
+        "schema": SCHEMA,
+        "generated_at": datetime.now(timezone.utc).isoformat(),
+        "input": rep.input_kind,
+        "baseline": {"label": rep.baseline.label, "revision": rep.baseline.revision, "sources": rep.baseline.sources},
+        "candidate": {"label": rep.candidate.label, "revision": rep.candidate.revision, "sources": rep.candidate.sources},
+        "threshold": rep.threshold,
+        "min_runs": rep.min_runs,
+        "verdict": rep.verdict,
+        "counts": rep.gate.gate.value_counts().to_dict(),
+        "cases": cases,
+        "environment": {"differences": env.loc[env.differs, "key"].tolist() if len(env) else [],
+                        "baseline": dict(zip(env.key, env.baseline)) if len(env) else {},
+                        "candidate": dict(zip(env.key, env.candidate)) if len(env) else {}},
+        "definitions": DEFINITIONS,
+    }
+
+
+def _clean(x):
+    """JSON-safe: numpy scalars to Python, NaN to null."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def markdown(rep: Report) -> str:
+    v = view_tables(rep)
+    b, c = rep.baseline, rep.candidate
+    counts = ", ".join(f"{n} {s}" for s, n in rep.gate.gate.value_counts().items())
+    parts = [
+        f"# {c.label} vs {b.label}: collector throughput A/B",
+        f"**Verdict: {rep.verdict}** (gate: candidate throughput >= {rep.threshold:.2f} x baseline; {counts}).",
+        f"Baseline `{b.revision}` ({b.label}); candidate `{c.revision}` ({c.label}); input: {rep.input_kind}.",
+        "## Gate", _md(v["gate"]),
+        "## Throughput: median [min, max] (env steps/s)", _md(v["throughput"]),
+        "## Phases: median ms per vector step (baseline → candidate)", _md(v["phases"]),
+        "## Branch-level attribution of the change in active ms per vector step", _md(v["attribution"]),
+        "## Dispersion of per-run throughput", _md(v["dispersion"]),
+        "## Environment and pinned parameters (≠: differs between the sides)", _md(v["environment"]),
+        "## Definitions", "\n".join(f"- **{k}**: {t}" for k, t in DEFINITIONS.items() if k != "gate"),
+        "### Gate rule\n" + DEFINITIONS["gate"],
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def write(rep: Report, out: Path) -> dict[str, Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"report.md": out / "report.md", "summary.json": out / "summary.json"}
+    files["report.md"].write_text(markdown(rep))
+    files["summary.json"].write_text(json.dumps(_clean(summary(rep)), indent=2, allow_nan=False) + "\n")
+    for name, df in (("throughput", rep.throughput), ("phases", rep.phases), ("attribution", rep.attribution),
+                     ("dispersion", rep.dispersion), ("gate", rep.gate), ("environment", rep.environment)):
+        files[f"{name}.csv"] = out / f"{name}.csv"
+        df.to_csv(files[f"{name}.csv"], index=False)
+    return files
+
+
+def print_tables(rep: Report, stream) -> None:
+    v = view_tables(rep)
+    print(f"VERDICT: {rep.verdict}  (threshold {rep.threshold:.2f})", file=stream)
+    for name in ("gate", "throughput", "phases", "attribution", "dispersion"):
+        print(f"\n== {name} ==", file=stream)
+        print(v[name].to_string(index=False), file=stream)

@@ -1,0 +1,143 @@
+"""The maintainer's tables, derived from two Sides with pandas.
+
+Definitions (also printed in the report):
+* a run's value for a metric is the entry's per-run figure (throughput:
+  collector_active_steps_per_sec; phases: the mean over the run's recorded steps);
+* a side's figure is the median of its runs, with [min, max];
+* ratio = candidate median / baseline median;
+* range % = (max - min) / median; CV = population std / mean of the per-run values.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from mbaphases.load import Side
+
+PHASES = ("env_step_ms", "physics_ms", "step_core_ms", "update_state_ms", "reset_done_ms", "replay_ms",
+          "bookkeeping_ms", "resets_per_step")
+# the branch-level gap in active ms per vector step, split so the parts add up per run
+ATTRIBUTION = ("physics", "step_core_minus_physics", "update_state", "reset_done", "env_step_rest", "replay",
+               "bookkeeping")
+
+
+def case_order(baseline: Side, candidate: Side, pinned: list[str] | None = None) -> list[str]:
+    seen = list(pinned or [])
+    for side in (baseline, candidate):
+        for c in list(side.values.case.unique()) + list(side.failed.case.unique()) + list(side.alignment):
+            if c not in seen:
+                seen.append(c)
+    return seen
+
+
+def per_run(side: Side, metric: str, case: str) -> np.ndarray:
+    v = side.values
+    return v.loc[(v.case == case) & (v.metric == metric), "value"].to_numpy(dtype=float)
+
+
+def _summary(x: np.ndarray) -> dict:
+    x = x[~np.isnan(x)]
+    if len(x) == 0:
+        return {"runs": 0, "median": None, "min": None, "max": None}
+    return {"runs": int(len(x)), "median": float(np.median(x)), "min": float(x.min()), "max": float(x.max())}
+
+
+def throughput_table(b: Side, c: Side, cases: list[str]) -> pd.DataFrame:
+    rows = []
+    for case in cases:
+        sb, sc = _summary(per_run(b, "throughput", case)), _summary(per_run(c, "throughput", case))
+        ratio = sc["median"] / sb["median"] if sb["median"] and sc["median"] is not None else None
+        rows.append({"case": case, "baseline_median": sb["median"], "baseline_min": sb["min"], "baseline_max": sb["max"],
+                     "baseline_runs": sb["runs"], "candidate_median": sc["median"], "candidate_min": sc["min"],
+                     "candidate_max": sc["max"], "candidate_runs": sc["runs"],
+                     "ratio": None if ratio is None else round(ratio, 3)})
+    return pd.DataFrame(rows)
+
+
+def phase_table(b: Side, c: Side, cases: list[str]) -> pd.DataFrame:
+    rows = []
+    for case in cases:
+        row = {"case": case}
+        for ph in PHASES:
+            for name, side in (("baseline", b), ("candidate", c)):
+                x = per_run(side, ph, case)
+                x = x[~np.isnan(x)]
+                row[f"{ph}_{name}"] = float(np.median(x)) if len(x) else None
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _components(side: Side, case: str) -> dict[str, float] | None:
+    """Per-component medians over runs; components add up to active ms in every run."""
+    v = side.values[side.values.case == case]
+    if v.empty:
+        return None
+    w = v.pivot_table(index="run", columns="metric", values="value", aggfunc="first", dropna=False)
+    need = ("env_step_ms", "step_core_ms", "update_state_ms", "reset_done_ms", "replay_ms", "bookkeeping_ms")
+    if any(k not in w or w[k].isna().all() for k in need):
+        return None
+    physics = w["physics_ms"] if "physics_ms" in w and not w["physics_ms"].isna().any() else None
+    parts = pd.DataFrame({
+        "physics": physics if physics is not None else np.nan,
+        "step_core_minus_physics": w["step_core_ms"] - (physics if physics is not None else 0.0),
+        "update_state": w["update_state_ms"],
+        "reset_done": w["reset_done_ms"],
+        "env_step_rest": w["env_step_ms"] - w["step_core_ms"] - w["update_state_ms"] - w["reset_done_ms"],
+        "replay": w["replay_ms"],
+        "bookkeeping": w["bookkeeping_ms"],
+    })
+    out = parts.median().to_dict()
+    out["active"] = float(w["active_ms"].median()) if "active_ms" in w else float(parts.sum(axis=1, min_count=1).median())
+    return out
+
+
+def attribution_table(b: Side, c: Side, cases: list[str]) -> pd.DataFrame:
+    rows = []
+    for case in cases:
+        cb, cc = _components(b, case), _components(c, case)
+        row = {"case": case}
+        if cb is None or cc is None:
+            rows.append(row)
+            continue
+        deltas = {k: cc[k] - cb[k] for k in ATTRIBUTION}
+        total = sum(d for d in deltas.values() if not math.isnan(d))
+        row["active_ms_baseline"], row["active_ms_candidate"] = cb["active"], cc["active"]
+        row["delta_active_median_ms"] = cc["active"] - cb["active"]
+        row["delta_sum_ms"] = total
+        for k, d in deltas.items():
+            row[f"{k}_ms"] = None if math.isnan(d) else d
+            row[f"{k}_share"] = None if math.isnan(d) or total == 0 else d / total
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def dispersion_table(b: Side, c: Side, cases: list[str], limit: float = 0.05) -> pd.DataFrame:
+    rows = []
+    for case in cases:
+        for name, side in (("baseline", b), ("candidate", c)):
+            x = per_run(side, "throughput", case)
+            if len(x) == 0:
+                rows.append({"case": case, "side": name, "n": 0})
+                continue
+            med = float(np.median(x))
+            rng = float((x.max() - x.min()) / med) if med else None
+            cv = float(x.std() / x.mean()) if x.mean() else None
+            rows.append({"case": case, "side": name, "n": int(len(x)), "median": med, "range_pct": rng,
+                         "cv": cv, "flagged": bool(rng is not None and rng > limit)})
+    return pd.DataFrame(rows)
+
+
+def runs_for_decision(ratio: float | None, cv_b: float | None, cv_c: float | None, threshold: float) -> int | None:
+    """Runs per side at which the median ratio's ~95% interval would clear the threshold.
+
+    An estimate: the median's standard error is about 1.25 sigma / sqrt(n), and the
+    ratio's relative spread combines both sides' CVs."""
+    if ratio is None or cv_b is None or cv_c is None or ratio == threshold:
+        return None
+    rel = math.hypot(cv_b, cv_c)
+    if rel == 0:
+        return 1
+    n = (1.96 * 1.2533 * ratio * rel / abs(ratio - threshold)) ** 2
+    return max(3, math.ceil(n))
