@@ -148,7 +148,7 @@ def run_entry(pins: dict) -> dict:
     rebuild every table."""
     prof = pins["active_profile"]
     target = target_dir()
-    commit = os.environ.get("ASV_COMMIT") or "unknown"
+    commit = os.environ.get("ASV_COMMIT") or os.environ.get("MBAPHASES_COMMIT") or "unknown"
     machine = machine_name()
     raw_root = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "results" / "raw")
     out_dir = raw_root / machine / commit

@@ -176,10 +176,16 @@ def run_ab(conf_path: Path, pins: dict, runs: int, machine: str | None, python: 
                     _git(repo_path, "worktree", "add", "--detach", "-f", str(wt), sha)
             for k in range(runs):
                 for sha in (shas if k % 2 == 0 else shas[::-1]):
-                    cmd = base + ["-E", f"existing:{python}", "--set-commit-hash", sha, "-a", "rounds=1"]
+                    # asv takes no range with an existing environment and runs the head of every
+                    # configured branch: a config copy naming only this commit runs it once
+                    one = suite_dir / "asv.existing.resolved.conf.json"
+                    one.write_text(json.dumps({**conf, "branches": [sha]}, indent=2))
+                    cmd = [c if c != str(conf_path) else str(one) for c in base]
+                    cmd += ["-E", f"existing:{python}", "--set-commit-hash", sha, "-a", "rounds=1"]
                     print(f"[run {k + 1}/{runs}] {sides[sha]}: $ " + " ".join(cmd[1:]), file=out, flush=True)
-                    p = subprocess.run(cmd, cwd=suite_dir, env={**env, "MBAPHASES_TARGET_DIR": str(worktrees / sha)},
-                                       check=False)
+                    # existing environments get no ASV_* variables: name the checkout and commit
+                    p = subprocess.run(cmd, cwd=suite_dir, check=False,
+                                       env={**env, "MBAPHASES_TARGET_DIR": str(worktrees / sha), "MBAPHASES_COMMIT": sha})
                     rc = rc or p.returncode
     except KeyboardInterrupt:
         print("interrupted: every completed run is kept under " + str(raw_dir / machine), file=out)
