@@ -1,6 +1,7 @@
 """The report command: inputs resolved, sides loaded, report written."""
 from __future__ import annotations
 
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -41,7 +42,15 @@ def load_sides(args, pins: dict) -> tuple[load.Side, load.Side, str]:
         conf = load_asv_conf(conf_path)
         results_dir = conf_path.resolve().parent / conf.get("results_dir", "results")
         repo = conf_path.resolve().parent / conf["repo"]
-    machine = load.pick_machine(results_dir, args.machine)
+    machine = args.machine
+    if machine is None and len(load.machines(results_dir)) > 1:
+        # the runner's default name for the active profile, when it has results
+        from mbaphases.runner import default_machine
+
+        profile = os.environ.get("MBAPHASES_PROFILE") or pins.get("profile")
+        if profile and default_machine(profile) in load.machines(results_dir):
+            machine = default_machine(profile)
+    machine = load.pick_machine(results_dir, machine)
     revs = (args.baseline or pins.get("baseline", {}).get("ref"), args.candidate or pins.get("candidate", {}).get("ref"))
     if not all(revs):
         raise UsageError("no revisions: pass --baseline and --candidate (or a pins file with both refs)")

@@ -143,7 +143,8 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
     """A side from raw entry JSON files (paths or globs), one file per run."""
     paths = []
     for pat in patterns:
-        hits = sorted(glob.glob(pat)) if any(ch in pat for ch in "*?[") else [pat]
+        # a glob over a raw run folder also meets the suite's run<k>.meta.json: not entry output
+        hits = sorted(h for h in glob.glob(pat) if not h.endswith(".meta.json")) if any(ch in pat for ch in "*?[") else [pat]
         if not hits:
             raise UsageError(f"no file matches {pat!r} for side {label!r}")
         paths += hits

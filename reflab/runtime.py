@@ -49,6 +49,8 @@ class VecEnv:
         task = cfg.task
         self.num_envs = int(cfg.algo.num_envs)
         self.decimation = int(task.decimation)
+        if self.decimation < 1:
+            raise ValueError(f"task {task.name}: decimation={self.decimation} must be >= 1 physics step per control step")
         self.backend = make_backend(cfg.sim.backend, ASSETS_DIR / task.robot_file,
                                     self.num_envs, int(cfg.sim.nthread))
         self.physics_dt = float(task.physics_dt)

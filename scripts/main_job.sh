@@ -1,8 +1,32 @@
 #!/usr/bin/env bash
-# The main job: installs what it needs, then runs the reference collector over
-# the seven cases at the demo size and prints the throughput/phase table.
+# The main job, from a fresh clone: installs what it needs, (re)generates the
+# demo target repository, runs the pinned A/B with asv (>= 3 interleaved runs
+# per side, raw runs and environment kept), publishes html/, and writes the
+# report. Options go to `mbaphases run` (e.g. --runs 5); the profile comes from
+# pins.toml or MBAPHASES_PROFILE (e.g. MBAPHASES_PROFILE=seed).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
-exec python -m reflab.bench --cases default --all --num-envs 256 --warmup-steps 5 --measure-steps 40 \
-    --out-json reports/reflab-direct/results.json --out-csv reports/reflab-direct/results.csv "$@"
+step() { echo "[main job $(date +%H:%M:%S)] $*" >&2; }
+
+step "demo target repository"
+mbaphases demo-repo --path demo-target
+step "A/B run (asv; the first run builds the environment, a few minutes)"
+set +e
+mbaphases run "$@"
+run_status=$?
+set -e
+step "asv publish -> html/"
+mbaphases publish
+step "report from the stored results"
+set +e
+mbaphases report --out reports/demo
+report_status=$?
+set -e
+step "report: $ROOT/reports/demo/report.md; page: $ROOT/html/mbaphases/index.html (asv preview, then /mbaphases/)"
+if [ "$run_status" -ne 0 ]; then
+    step "some runs failed (listed above): exit $run_status"
+    exit "$run_status"
+fi
+# the verdict is a result, not an error: the job succeeds whatever it says
+[ "$report_status" -le 1 ] || exit "$report_status"

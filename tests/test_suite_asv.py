@@ -1,0 +1,205 @@
+"""The asv suite end to end: real asv, a real generated git repository, the
+real reference target at the tiny profile."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from asv import results as asv_results
+
+from mbaphases.demo_repo import generate, set_runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = 7
+METRICS = ("track_throughput", "track_active_time", "track_env_step", "track_physics", "track_step_core",
+           "track_update_state", "track_reset_done", "track_replay", "track_bookkeeping", "track_resets_per_step")
+SLOW_CASE = "flashsac/go2_joystick_flat/mujoco"
+BROKEN_CASE = "sac/g1_walk_flat/motrix"
+
+
+def git(repo, *args):
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t.invalid"})
+
+
+def make_suite(tmp: Path, candidate_ref: str) -> Path:
+    suite = tmp / "suite"
+    suite.mkdir()
+    for name in ("asv.conf.json", "asv.field.conf.json", "pins.toml", "gate-exceptions.toml"):
+        shutil.copy(ROOT / name, suite / name)
+    shutil.copytree(ROOT / "benchmarks", suite / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))
+    pins = (suite / "pins.toml").read_text().replace('ref = "mba-dev"', f'ref = "{candidate_ref}"')
+    (suite / "pins.toml").write_text(pins)
+    return suite
+
+
+def run_mbaphases(suite, *args, env=None, timeout=1500):
+    return subprocess.run([sys.executable, "-m", "mbaphases.cli", *args], cwd=suite, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock"), **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def ab(tmp_path_factory):
+    """main vs a candidate that is slower on one case and broken on another."""
+    tmp = tmp_path_factory.mktemp("ab")
+    suite = make_suite(tmp, "slow-broken")
+    shas = generate(suite / "demo-target")
+    repo = suite / "demo-target"
+    git(repo, "checkout", "-q", "-b", "slow-broken", "mba-dev")
+    task = repo / "conf" / "_shared" / "task" / "go2_joystick_flat.yaml"
+    task.write_text(task.read_text().replace("decimation: 4", "decimation: 64"))  # 16x the physics per step
+    owner = repo / "conf" / "sac" / "task" / "g1_walk_flat" / "motrix.yaml"
+    owner.write_text(owner.read_text() + "task:\n  decimation: 0\n")  # composes, fails in the physics step
+    git(repo, "commit", "-qam", "slow go2, broken g1 walk on motrix")
+    shas["slow-broken"] = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                                         text=True, check=True).stdout.strip()
+    git(repo, "checkout", "-q", "main")
+    p = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", "3", "--python", sys.executable, "--machine", "testbox")
+    return suite, shas, p
+
+
+def test_three_samples_per_side_metric_and_case(ab):
+    suite, shas, p = ab
+    for branch in ("main", "slow-broken"):
+        (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results"), "testbox", shas[branch][:8])
+        for metric in METRICS:
+            key = f"collector.CollectorActive.{metric}"
+            params = res.get_result_params(key)
+            samples = res.get_result_samples(key, params)
+            assert len(samples) == CASES
+            for case_repr, s in zip(params[0], samples):
+                if branch == "slow-broken" and case_repr.strip("'") == BROKEN_CASE:
+                    assert not s or all(v is None for v in s)
+                else:
+                    assert s is not None and len(s) == 3, (branch, metric, case_repr, s)
+
+
+def test_raw_runs_environment_and_interleaving(ab):
+    suite, shas, p = ab
+    metas = []
+    for branch in ("main", "slow-broken"):
+        raw = suite / "results" / "raw" / "testbox" / shas[branch]
+        for k in (1, 2, 3):
+            for ext in ("json", "csv", "log", "meta.json"):
+                assert (raw / f"run{k}.{ext}").stat().st_size > 0
+            meta = json.loads((raw / f"run{k}.meta.json").read_text())
+            assert meta["profile"]["name"] == "tiny" and meta["commit"] == shas[branch]
+            env = meta["environment"]
+            assert env["packages"]["mujoco"] and env["packages"]["torch"].startswith("2.13.0")
+            assert env["logical_cpus"] >= 1 and env["kernel"] and "loadavg" in meta["load_start"]
+            metas.append((meta["started"], branch))
+    order = [b for _, b in sorted(metas)]
+    assert order == ["main", "slow-broken", "slow-broken", "main", "main", "slow-broken"]
+
+
+def test_failing_case_is_reported_with_side_and_run(ab):
+    suite, shas, p = ab
+    assert p.returncode != 0
+    failed = [l for l in p.stdout.splitlines() if l.startswith("FAILED")]
+    assert len(failed) == 3
+    assert all(BROKEN_CASE in l and "MBA dev (slow-broken)" in l for l in failed)
+    assert {l.split("| run ")[1].split(" ")[0] for l in failed} == {"1", "2", "3"}
+
+
+def test_compare_shows_the_slower_candidate_as_worse(ab):
+    """asv's ratio is after/before of a lower-is-better time: > 1 reads as worse.
+    With three samples asv's own significance test cannot fire, so it prints '~'."""
+    suite, shas, p = ab
+    out = subprocess.run([sys.executable, "-m", "asv", "compare", "--config", "asv.conf.json", "--machine", "testbox",
+                          "main", "slow-broken"], cwd=suite, capture_output=True, text=True).stdout
+
+    def ratio(metric):
+        row = next(l for l in out.splitlines() if f"{metric}('{SLOW_CASE}')" in l)
+        return float(row.split("|")[4].strip().lstrip("~"))
+
+    assert ratio("track_active_time") > 1.5, out
+    assert ratio("track_physics") > 1.5
+    assert ratio("track_throughput") < 0.7  # higher is better here: the row asv words in reverse
+
+
+def test_report_from_asv_results(ab, tmp_path):
+    suite, shas, p = ab
+    r = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--machine", "testbox", "--min-runs", "3")
+    assert r.returncode == 1, r.stderr
+    s = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    gates = {c["case"]: c for c in s["cases"]}
+    assert gates[BROKEN_CASE]["gate"] == "MISSING"
+    assert gates[SLOW_CASE]["gate"] == "MISALIGNED"  # decimation differs: not comparable
+    assert "config" in gates[SLOW_CASE]["gate_detail"]["note"]
+    assert gates[SLOW_CASE]["throughput"]["ratio"] < 0.7
+    assert gates["sac/g1_walk_flat/mujoco"]["throughput"]["baseline"]["runs"] == 3
+    assert s["candidate"]["revision"] == shas["slow-broken"]
+    assert "packages.torch" in s["environment"]["baseline"]
+    # the raw runs alone give the same throughput table
+    raw = suite / "results" / "raw" / "testbox"
+    r2 = run_mbaphases(suite, "report", "--out", str(tmp_path / "raw"), "--baseline-raw", str(raw / shas["main"] / "run*.json"),
+                       "--candidate-raw", str(raw / shas["slow-broken"] / "run*.json"))
+    s2 = json.loads((tmp_path / "raw" / "summary.json").read_text())
+    for c in s2["cases"]:
+        if c["case"] != BROKEN_CASE:
+            assert c["throughput"]["baseline"]["median"] == pytest.approx(gates[c["case"]]["throughput"]["baseline"]["median"])
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--baseline", "no-such-branch"], "unknown revision 'no-such-branch'"),
+    (["--machine", "elsewhere"], "machine 'elsewhere'"),
+])
+def test_report_bad_revision_or_machine(ab, tmp_path, args, needle):
+    suite, _, _ = ab
+    r = run_mbaphases(suite, "report", "--out", str(tmp_path / "x"), *args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_lock_refuses_a_concurrent_formal_run(ab):
+    suite, _, _ = ab
+    holder = subprocess.Popen([sys.executable, "-c", "import time; from mbaphases.runner import formal_run_lock\n"
+                               "with formal_run_lock('test holder'):\n    print('held', flush=True); time.sleep(60)"],
+                              env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", "1", "--python", sys.executable, "--machine", "testbox")
+        assert r.returncode == 3 and "another formal run" in r.stderr and "test holder" in r.stderr
+    finally:
+        holder.kill()
+
+
+def test_interrupt_keeps_completed_runs(tmp_path):
+    suite = make_suite(tmp_path, "mba-dev")
+    generate(suite / "demo-target")
+    proc = subprocess.Popen([sys.executable, "-m", "mbaphases.cli", "run", "--profile", "tiny", "--runs", "3", "--python",
+                             sys.executable, "--machine", "intr"], cwd=suite, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")})
+    raw = suite / "results" / "raw" / "intr"
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list(raw.glob("*/run*.meta.json"))) < 2:
+        time.sleep(1)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    kept = list(raw.glob("*/run*.meta.json"))
+    assert len(kept) >= 2 and all(p.with_name(p.name.replace(".meta", "")).exists() for p in kept)
+    assert "kept" in out or "recorded" in out
+
+
+def test_run_bad_input(tmp_path):
+    suite = make_suite(tmp_path, "mba-dev")
+    r = run_mbaphases(suite, "run", "--profile", "huge")
+    assert r.returncode == 2 and "unknown profile 'huge'" in r.stderr and "tiny" in r.stderr
+    r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable)
+    assert r.returncode == 2 and "demo-target" in r.stderr and "mbaphases demo-repo" in r.stderr
+
+
+def test_demo_repository_is_reproducible(tmp_path):
+    a, b = generate(tmp_path / "a"), generate(tmp_path / "b")
+    assert a == b
+    diff = subprocess.run(["git", "-C", str(tmp_path / "a"), "diff", "--name-only", "main", "mba-dev"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert diff == ["conf/_shared/base.yaml"]
+    assert (tmp_path / "a" / "scripts" / "benchmark" / "rl" / "benchmark_offpolicy_collector_active.py").is_file()

@@ -1,0 +1,169 @@
+"""mbaphases tables and gate against hand-computed values."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import entry_docs as E
+from mbaphases import gate, load, report, tables
+
+CASE_A, CASE_B = "sac/g1_walk_flat/mujoco", "sac/g1_walk_flat/motrix"
+
+
+def side_files(tmp_path, name, per_run):
+    """per_run: list of {case: kwargs for case_result} (or an 'errors' list)."""
+    paths = []
+    for k, cases in enumerate(per_run, 1):
+        errors = cases.pop("errors", [])
+        results = [E.case_result(c, **kw) for c, kw in cases.items()]
+        paths.append(E.write(tmp_path / f"{name}_run{k}.json", E.doc(results, errors)))
+    return paths
+
+
+def env_step_for(thr, replay=0.6, bookkeeping=0.4):
+    return E.active_for_throughput(thr) - replay - bookkeeping
+
+
+def test_throughput_medians_ranges_ratio_and_ties(tmp_path):
+    # baseline throughputs 1000, 1000, 1250 (a tie); candidate 800, 1000, 900
+    bt, ct = [1000, 1000, 1250], [800, 1000, 900]
+    b = load.load_raw_side("base", side_files(tmp_path, "b", [{CASE_A: {"env_step": env_step_for(t)}} for t in bt]))
+    c = load.load_raw_side("cand", side_files(tmp_path, "c", [{CASE_A: {"env_step": env_step_for(t)}} for t in ct]))
+    t = tables.throughput_table(b, c, [CASE_A]).iloc[0]
+    assert t.baseline_median == pytest.approx(1000) and t.baseline_min == pytest.approx(1000)
+    assert t.baseline_max == pytest.approx(1250) and t.candidate_median == pytest.approx(900)
+    assert t.ratio == 0.9 and t.baseline_runs == 3
+    d = tables.dispersion_table(b, c, [CASE_A]).set_index("side")
+    assert d.loc["baseline", "range_pct"] == pytest.approx(0.25)
+    assert d.loc["baseline", "cv"] == pytest.approx(np.std(bt) / np.mean(bt))
+    assert d.loc["baseline", "flagged"] and d.loc["candidate", "range_pct"] == pytest.approx(200 / 900)
+    # worst pairing 800/1250 = 0.64 < 0.9 < best 1000/1000: inconclusive
+    rows = gate.evaluate(b, c, [CASE_A], 0.9, 3, {})
+    assert rows[0]["gate"] == "INCONCLUSIVE"
+    assert rows[0]["worst_ratio"] == pytest.approx(0.64) and rows[0]["best_ratio"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("bt, ct, expected", [
+    ([1000, 1010, 990], [950, 960, 955], "PASS"),   # 950/1010 = 0.941 >= 0.9
+    ([1000, 1010, 990], [800, 850, 880], "FAIL"),   # 880/990 = 0.889 < 0.9
+    ([1000, 1000, 1000], [900, 900, 900], "PASS"),  # exactly at the threshold clears it
+])
+def test_gate_interval_rule(tmp_path, bt, ct, expected):
+    b = load.load_raw_side("b", side_files(tmp_path, "b", [{CASE_A: {"env_step": env_step_for(t)}} for t in bt]))
+    c = load.load_raw_side("c", side_files(tmp_path, "c", [{CASE_A: {"env_step": env_step_for(t)}} for t in ct]))
+    assert gate.evaluate(b, c, [CASE_A], 0.9, 3, {})[0]["gate"] == expected
+
+
+def test_phases_and_attribution_add_up(tmp_path):
+    base = dict(env_step=9.0, physics=6.0, step_core=6.5, update_state=1.5, reset_done=0.5, replay=0.6, bookkeeping=0.4)
+    cand = dict(env_step=12.0, physics=7.0, step_core=7.8, update_state=2.9, reset_done=1.0, replay=0.7, bookkeeping=0.5)
+    b = load.load_raw_side("b", side_files(tmp_path, "b", [{CASE_A: dict(base)} for _ in range(3)]))
+    c = load.load_raw_side("c", side_files(tmp_path, "c", [{CASE_A: dict(cand)} for _ in range(3)]))
+    p = tables.phase_table(b, c, [CASE_A]).iloc[0]
+    assert p.update_state_ms_baseline == pytest.approx(1.5) and p.update_state_ms_candidate == pytest.approx(2.9)
+    assert p.resets_per_step_baseline == pytest.approx(1.0)
+    a = tables.attribution_table(b, c, [CASE_A]).iloc[0]
+    # active 10.0 -> 13.2 ms: +3.2 = physics +1 + (step_core-physics) +0.3 + update_state +1.4
+    #   + reset_done +0.5 + env_step rest (0.5 -> 0.3) -0.2 + replay +0.1 + bookkeeping +0.1
+    assert a.delta_active_median_ms == pytest.approx(3.2) and a.delta_sum_ms == pytest.approx(3.2)
+    expected = {"physics": 1.0, "step_core_minus_physics": 0.3, "update_state": 1.4, "reset_done": 0.5,
+                "env_step_rest": -0.2, "replay": 0.1, "bookkeeping": 0.1}
+    for k, v in expected.items():
+        assert a[f"{k}_ms"] == pytest.approx(v)
+        assert a[f"{k}_share"] == pytest.approx(v / 3.2)
+
+
+def test_physics_not_reported_is_na(tmp_path):
+    b = load.load_raw_side("b", side_files(tmp_path, "b", [{CASE_A: {"physics": None}} for _ in range(3)]))
+    c = load.load_raw_side("c", side_files(tmp_path, "c", [{CASE_A: {"physics": None}} for _ in range(3)]))
+    rep = report.build(b, c, min_runs=3)
+    assert rep.phases.iloc[0].physics_ms_baseline is None
+    view = report.view_tables(rep)
+    assert view["phases"].iloc[0]["physics"] == "n/a → n/a"
+    assert rep.attribution.iloc[0]["physics_ms"] is None
+    assert rep.attribution.iloc[0]["step_core_minus_physics_ms"] == pytest.approx(0.0)
+
+
+def test_failed_run_misaligned_config_and_exceptions(tmp_path):
+    ok = {CASE_A: {}, CASE_B: {}}
+    b_runs = [dict(ok), dict(ok), {CASE_A: {}, "errors": [{"case": CASE_B, "type": "RuntimeError", "message": "boom"}]}]
+    b = load.load_raw_side("b", side_files(tmp_path, "b", b_runs))
+    c = load.load_raw_side("c", side_files(tmp_path, "c", [{CASE_A: {"obs_dim": 50}, CASE_B: {}} for _ in range(3)]))
+    rows = {r["case"]: r for r in gate.evaluate(b, c, [CASE_A, CASE_B], 0.9, 3, {})}
+    assert rows[CASE_B]["gate"] == "MISSING" and "failed in b_run3" in rows[CASE_B]["note"]
+    assert rows[CASE_A]["gate"] == "MISALIGNED" and "obs_dim" in rows[CASE_A]["note"]
+    assert gate.verdict(list(rows.values())) == "INCOMPLETE"
+    # an exception with an own threshold: the rule applies at that threshold
+    slow = load.load_raw_side("s", side_files(tmp_path, "s", [{CASE_A: {"env_step": env_step_for(t)}} for t in (700, 710, 720)]))
+    base = load.load_raw_side("n", side_files(tmp_path, "n", [{CASE_A: {"env_step": env_step_for(t)}} for t in (1000, 1000, 1000)]))
+    excs = {CASE_A: gate.Exception_(CASE_A, "known drift", 0.65)}
+    assert gate.evaluate(base, slow, [CASE_A], 0.9, 3, excs)[0]["gate"] == "EXCEPTED"
+    excs = {CASE_A: gate.Exception_(CASE_A, "known drift", 0.8)}
+    r = gate.evaluate(base, slow, [CASE_A], 0.9, 3, excs)[0]
+    assert r["gate"] == "FAIL" and "does not clear" in r["note"]
+    assert gate.evaluate(base, slow, [CASE_A], 0.9, 3, {CASE_A: gate.Exception_(CASE_A, "accepted")})[0]["gate"] == "EXCEPTED"
+
+
+def test_rank_test_only_from_five_runs(tmp_path):
+    bt, ct = [1000, 1010, 990, 1005, 995], [700, 710, 690, 705, 695]
+    b = load.load_raw_side("b", side_files(tmp_path, "b", [{CASE_A: {"env_step": env_step_for(t)}} for t in bt]))
+    c = load.load_raw_side("c", side_files(tmp_path, "c", [{CASE_A: {"env_step": env_step_for(t)}} for t in ct]))
+    r = gate.evaluate(b, c, [CASE_A], 0.9, 3, {})[0]
+    assert r["gate"] == "FAIL" and r["p_value"] == pytest.approx(1 / 252, rel=1e-6)  # exact 5 vs 5, one-sided
+    b3 = load.load_raw_side("b3", side_files(tmp_path, "b3", [{CASE_A: {"env_step": env_step_for(t)}} for t in bt[:3]]))
+    assert gate.evaluate(b3, c, [CASE_A], 0.9, 3, {})[0]["p_value"] is None
+
+
+def run_cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "mbaphases.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_writes_report_files_and_exit_status(tmp_path):
+    b = side_files(tmp_path, "b", [{CASE_A: {"env_step": env_step_for(t)}} for t in (1000, 1010, 990)])
+    c = side_files(tmp_path, "c", [{CASE_A: {"env_step": env_step_for(t)}} for t in (950, 960, 955)])
+    out = tmp_path / "rep"
+    p = run_cli("report", "--out", str(out), "--baseline-raw", *b, "--candidate-raw", str(tmp_path / "c_run*.json"),
+                "--pins", "none.toml", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["verdict"] == "PASS" and s["threshold"] == 0.9
+    case = s["cases"][0]
+    assert case["case"] == CASE_A and case["gate"] == "PASS"
+    assert case["throughput"]["baseline"]["runs"] == 3
+    assert case["throughput"]["baseline"]["median"] == pytest.approx(1000)
+    assert case["throughput"]["candidate"]["median"] == pytest.approx(955)
+    assert case["throughput"]["ratio"] == 0.955
+    assert set(case["phases_ms"]["update_state"]) == {"baseline", "candidate"}
+    for f in ("report.md", "throughput.csv", "phases.csv", "attribution.csv", "dispersion.csv", "gate.csv", "environment.csv"):
+        assert (out / f).stat().st_size > 0
+    md = (out / "report.md").read_text()
+    assert "1,000 [990, 1,010]" in md and "Verdict: PASS" in md
+    p = run_cli("report", "--out", str(out), "--baseline-raw", *b, "--candidate-raw", *c, "--threshold", "0.99",
+                "--pins", "none.toml", cwd=tmp_path)
+    assert p.returncode == 1 and json.loads((out / "summary.json").read_text())["verdict"] == "FAIL"
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda d: d / "missing.json", "missing.json"),
+    (lambda d: (d / "bad.json").write_text("{not json") and d / "bad.json", "bad.json is not valid JSON"),
+    (lambda d: (d / "nan.json").write_text(json.dumps(E.doc([E.case_result(CASE_A)])).replace('"collector_active_steps_per_sec": 10000.0', '"collector_active_steps_per_sec": NaN')) and d / "nan.json", "nan.json: NaN"),
+    (lambda d: (d / "other.json").write_text("{}") and d / "other.json", "not an offpolicy_collector_active"),
+])
+def test_bad_raw_input_is_one_line(tmp_path, make, needle):
+    good = side_files(tmp_path, "g", [{CASE_A: {}}])
+    bad = make(tmp_path)
+    p = run_cli("report", "--out", str(tmp_path / "r"), "--baseline-raw", *good, "--candidate-raw", str(bad),
+                "--pins", "none.toml", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in p.stderr
+
+
+def test_mixed_pinned_parameters_in_a_side_are_refused(tmp_path):
+    a = E.write(tmp_path / "a.json", E.doc([E.case_result(CASE_A)], num_envs=100))
+    b = E.write(tmp_path / "b.json", E.doc([E.case_result(CASE_A, num_envs=200)], num_envs=200))
+    p = run_cli("report", "--out", str(tmp_path / "r"), "--baseline-raw", a, b, "--candidate-raw", a,
+                "--pins", "none.toml", cwd=tmp_path)
+    assert p.returncode == 2 and "mixes pinned parameters" in p.stderr
