@@ -43,13 +43,13 @@ def target_dir() -> Path:
     """The target checkout holding the entry script and conf/."""
     candidates = []
     if os.environ.get("ASV_ENV_DIR"):
-        candidates.append(Path(os.environ["ASV_ENV_DIR"]) / "project")
+        candidates.append(Path(os.environ["ASV_ENV_DIR"]) / "target")
     if os.environ.get("MBAPHASES_TARGET_DIR"):
         candidates.append(Path(os.environ["MBAPHASES_TARGET_DIR"]))
     for c in candidates:
         if (c / ENTRY_REL).is_file():
             return c
-    raise FileNotFoundError(f"{ENTRY_REL} not found in {[str(c) for c in candidates] or 'ASV_ENV_DIR/project or MBAPHASES_TARGET_DIR (neither set)'}")
+    raise FileNotFoundError(f"{ENTRY_REL} not found in {[str(c) for c in candidates] or 'ASV_ENV_DIR/target or MBAPHASES_TARGET_DIR (neither set)'}")
 
 
 def machine_name() -> str:

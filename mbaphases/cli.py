@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--min-runs", type=int, default=None)
     rp.add_argument("--exceptions", default=None, help="maintainer's exceptions file (TOML)")
     rp.add_argument("--dispersion-limit", type=float, default=0.05, help="flag range above this share")
+    rp.add_argument("--html", default=None, help="also write the HTML page here (e.g. html/mbaphases, linked from asv's html/)")
     rp.add_argument("--quiet", action="store_true")
     pb = sub.add_parser("publish", help="asv publish (html/)")
     pb.add_argument("--config", default="asv.conf.json")

@@ -74,7 +74,14 @@ def report_command(args) -> int:
     exceptions = gate_mod.load_exceptions(Path(exc_path) if exc_path else None, cases)
     rep = report.build(b, c, threshold, min_runs, exceptions, args.dispersion_limit, pinned_cases, kind)
     files = report.write(rep, Path(args.out))
+    page = None
+    if args.html:
+        from mbaphases.html import write_page
+
+        page = write_page(rep, Path(args.html), asv_html=Path(args.html).parent)
     if not args.quiet:
         report.print_tables(rep, sys.stdout)
         print(f"\nreport: {files['report.md']}\nsummary: {files['summary.json']}")
+        if page:
+            print(f"page: {page}")
     return EXIT_PASS if rep.verdict == "PASS" else EXIT_NOT_PASSED

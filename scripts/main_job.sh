@@ -20,7 +20,7 @@ step "asv publish -> html/"
 mbaphases publish
 step "report from the stored results"
 set +e
-mbaphases report --out reports/demo
+mbaphases report --out reports/demo --html html/mbaphases
 report_status=$?
 set -e
 step "report: $ROOT/reports/demo/report.md; page: $ROOT/html/mbaphases/index.html (asv preview, then /mbaphases/)"

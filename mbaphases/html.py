@@ -1,0 +1,131 @@
+"""One self-contained HTML page for the A/B decision: verdict first, then the
+gate, the pictures (embedded), the tables, environment and pins, definitions
+and links to the raw runs (copied beside the page). It works from asv
+preview, any static file server, or opened as a file."""
+from __future__ import annotations
+
+import base64
+import html
+import re
+import shutil
+from pathlib import Path
+
+from mbaphases import plots, report
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
+h1{font-size:1.5rem} h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
+table{border-collapse:collapse;font-size:.82rem;margin:.5rem 0} th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:right}
+th{background:#f4f4f4} td:first-child,th:first-child{text-align:left}
+.verdict{font-size:1.3rem;padding:.6rem 1rem;border-radius:.4rem;display:inline-block;color:#fff}
+.PASS{background:#2ca02c}.FAIL{background:#d62728}.INCONCLUSIVE{background:#ff9f1c}.INCOMPLETE{background:#7f7f7f}
+td.g-PASS{background:#dff3df}td.g-FAIL{background:#f8d7d7}td.g-INCONCLUSIVE{background:#fff0d6}
+td.g-MISSING,td.g-MISALIGNED{background:#e8e8e8}td.g-EXCEPTED{background:#d7f2f5}
+img{max-width:100%;border:1px solid #eee;margin:.4rem 0} .diff{color:#d62728;font-weight:bold}
+.defs li{margin:.3rem 0} code{background:#f4f4f4;padding:0 .2rem}
+"""
+# Sets data-images and data-errors on <body>, so a headless browser can tell
+# from the DOM that every picture loaded and no script error happened.
+CHECK_JS = """
+window.__errors=0;window.addEventListener('error',function(){window.__errors++;document.body.dataset.errors=window.__errors;});
+window.addEventListener('load',function(){var imgs=[].slice.call(document.images);
+var ok=imgs.filter(function(i){return i.complete&&i.naturalWidth>0;}).length;
+document.body.dataset.images=ok+'/'+imgs.length;document.body.dataset.errors=window.__errors;});
+"""
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _table(df, gate_col: str | None = None) -> str:
+    out = df.to_html(index=False, escape=True, border=0, na_rep="n/a")
+    if gate_col:
+        for status in ("PASS", "FAIL", "INCONCLUSIVE", "MISSING", "MISALIGNED", "EXCEPTED"):
+            out = out.replace(f"<td>{status}</td>", f'<td class="g-{status}">{status}</td>')
+    return out
+
+
+def _copy_raw(rep: report.Report, out: Path) -> list[tuple[str, list[str]]]:
+    """Copy each side's raw run files next to the page; return links per side."""
+    links = []
+    for name, side in (("baseline", rep.baseline), ("candidate", rep.candidate)):
+        dest = out / "raw" / name
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        files = []
+        for src in side.sources:
+            p = Path(src)
+            if p.is_file() and p.suffix == ".json":
+                stem = p.name.removesuffix(".meta.json").removesuffix(".json")
+                for f in sorted(p.parent.glob(f"{stem}.*")):
+                    shutil.copy2(f, dest / f.name)
+                    files.append(f"raw/{name}/{f.name}")
+        links.append((f"{side.label} ({side.revision[:12]})", sorted(set(files))))
+    return links
+
+
+def write_page(rep: report.Report, out: Path, asv_html: Path | None = None) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    pics = plots.draw_all(rep, out / "plots")
+    views = report.view_tables(rep)
+    env = views["environment"].copy()
+    raw_links = _copy_raw(rep, out)
+    b, c = rep.baseline, rep.candidate
+    counts = ", ".join(f"{n} {s}" for s, n in rep.gate.gate.value_counts().items())
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>{html.escape(c.label)} vs {html.escape(b.label)}: {rep.verdict}</title>",
+        f"<style>{CSS}</style><script>{CHECK_JS}</script></head><body>",
+        f"<h1>{html.escape(c.label)} vs {html.escape(b.label)}: collector throughput A/B</h1>",
+        f'<p><span class="verdict {rep.verdict}" id="verdict">Verdict: {rep.verdict}</span></p>',
+        f"<p>Gate: candidate throughput &ge; {rep.threshold:.2f} &times; baseline, per case ({html.escape(counts)}). "
+        f"Baseline <code>{html.escape(b.revision)}</code>, candidate <code>{html.escape(c.revision)}</code>; "
+        f"input: {html.escape(rep.input_kind)}.</p>",
+        '<h2 id="gate">Gate</h2>', _table(views["gate"], gate_col="gate"),
+        _img(pics["ratio"][0], "candidate/baseline ratio per case with the gate threshold"),
+        '<h2 id="throughput">Throughput: median [min, max] (env steps/s)</h2>', _table(views["throughput"]),
+        _img(pics["runs"][0], "throughput of every run per case and side"),
+        '<h2 id="phases">Phases: median ms per vector step (baseline &rarr; candidate)</h2>', _table(views["phases"]),
+        _img(pics["phases"][0], "stacked phases per case and side"),
+        '<h2 id="attribution">Branch-level attribution of the change in active ms per vector step</h2>',
+        _table(views["attribution"]), _img(pics["attribution"][0], "attribution of the gap per case"),
+        '<h2 id="dispersion">Dispersion of per-run throughput</h2>', _table(views["dispersion"]),
+        '<h2 id="environment">Environment and pinned parameters (&ne;: differs between the sides)</h2>',
+        _table(env).replace("<td>≠</td>", '<td class="diff">≠</td>'),
+        '<h2 id="raw">Raw runs</h2><ul>',
+    ]
+    for label, files in raw_links:
+        items = " ".join(f'<a href="{html.escape(f)}">{html.escape(Path(f).name)}</a>' for f in files) or "none kept"
+        parts.append(f"<li>{html.escape(label)}: {items}</li>")
+    parts.append("</ul><p>Files: <a href='report.md'>report.md</a>, <a href='summary.json'>summary.json</a>, "
+                 "CSV per table; pictures as SVG under <a href='plots/'>plots/</a>.</p>")
+    parts.append('<h2 id="definitions">Definitions</h2><ul class="defs">')
+    for k, text in report.DEFINITIONS.items():
+        parts.append(f"<li><b>{html.escape(k)}</b>: {html.escape(text).replace(chr(10), '<br>')}</li>")
+    parts.append("</ul></body></html>")
+    page = out / "index.html"
+    page.write_text("\n".join(parts))
+    report.write(rep, out)
+    if asv_html is not None:
+        link_from_asv(asv_html, out)
+    return page
+
+
+LINK_MARK = "<!-- mbaphases report link -->"
+
+
+def link_from_asv(asv_html: Path, page_dir: Path) -> bool:
+    """Add a link to the report on asv's own index page (idempotent)."""
+    index = Path(asv_html) / "index.html"
+    if not index.is_file():
+        return False
+    rel = Path(page_dir).resolve().relative_to(Path(asv_html).resolve())
+    text = re.sub(re.escape(LINK_MARK) + ".*?" + re.escape(LINK_MARK), "", index.read_text(), flags=re.S)
+    link = (f'{LINK_MARK}<a href="{rel.as_posix()}/index.html" style="position:fixed;top:8px;right:12px;z-index:9999;'
+            f'background:#d62728;color:#fff;padding:6px 10px;border-radius:4px;font:14px sans-serif">A/B report</a>{LINK_MARK}')
+    index.write_text(text.replace("</body>", link + "</body>", 1))
+    return True

@@ -1,0 +1,150 @@
+"""The report's pictures (matplotlib, PNG and SVG), drawn from a Report."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from mbaphases import tables  # noqa: E402
+
+SIDE_COLORS = {"baseline": "#4C72B0", "candidate": "#DD8452"}
+GATE_COLORS = {"PASS": "#2ca02c", "FAIL": "#d62728", "INCONCLUSIVE": "#ff9f1c", "MISSING": "#7f7f7f",
+               "MISALIGNED": "#9467bd", "EXCEPTED": "#17becf"}
+STACK = (("physics", "physics_ms", "#4C72B0"), ("update_state", "update_state_ms", "#55A868"),
+         ("reset_done", "reset_done_ms", "#C44E52"), ("other env_step", None, "#8172B2"),
+         ("replay", "replay_ms", "#CCB974"), ("bookkeeping", "bookkeeping_ms", "#64B5CD"))
+
+
+def _short(case: str) -> str:
+    algo, task, sim = case.split("/")
+    return f"{algo}/{task.replace('_flat', '').replace('_joystick', '').replace('_tracking', '')}/{sim}"
+
+
+def _save(fig, out: Path, name: str) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.png", out / f"{name}.svg"]
+    fig.savefig(paths[0], dpi=110, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def runs_figure(rep):
+    """Each side's runs as dots, the median as a bar, one panel per case."""
+    cases = rep.cases
+    cols = min(4, max(1, len(cases)))
+    rows = math.ceil(len(cases) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
+    for ax, case in zip(axes.flat, cases):
+        for i, (name, side) in enumerate((("baseline", rep.baseline), ("candidate", rep.candidate))):
+            x = tables.per_run(side, "throughput", case)
+            ax.scatter(np.full(len(x), i) + np.linspace(-0.08, 0.08, len(x)) if len(x) else [], x,
+                       color=SIDE_COLORS[name], zorder=3, s=22)
+            if len(x):
+                ax.hlines(np.median(x), i - 0.25, i + 0.25, color="black", lw=2, zorder=4)
+        ax.set_xticks([0, 1], [rep.baseline.label, rep.candidate.label], fontsize=8)
+        ax.set_xlim(-0.6, 1.6)
+        ax.set_title(_short(case), fontsize=9)
+        ax.tick_params(axis="y", labelsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(cases):]:
+        ax.axis("off")
+    axes.flat[0].set_ylabel("env steps/s")
+    fig.suptitle("Throughput per run (dots) and median (bar)", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def ratio_figure(rep):
+    g = rep.gate.set_index("case")
+    t = rep.throughput.set_index("case")
+    ratios = [t.loc[c, "ratio"] if t.loc[c, "ratio"] is not None and not _nan(t.loc[c, "ratio"]) else 0.0 for c in rep.cases]
+    colors = [GATE_COLORS.get(g.loc[c, "gate"], "#333333") for c in rep.cases]
+    fig, ax = plt.subplots(figsize=(1.1 * len(rep.cases) + 2, 3.6))
+    bars = ax.bar(range(len(rep.cases)), ratios, color=colors)
+    ax.axhline(rep.threshold, color="black", ls="--", lw=1, label=f"gate {rep.threshold:.2f}")
+    for bar, c in zip(bars, rep.cases):
+        ax.annotate(g.loc[c, "gate"], (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                    va="bottom", fontsize=7)
+    ax.set_xticks(range(len(rep.cases)), [_short(c) for c in rep.cases], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("candidate / baseline (median throughput)")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _nan(x) -> bool:
+    return isinstance(x, float) and math.isnan(x)
+
+
+def phase_figure(rep):
+    """Baseline and candidate stacked phase bars (ms per vector step)."""
+    p = rep.phases.set_index("case")
+    fig, ax = plt.subplots(figsize=(1.4 * len(rep.cases) + 2, 4.0))
+    width = 0.38
+    for i, case in enumerate(rep.cases):
+        for j, side in enumerate(("baseline", "candidate")):
+            get = lambda k: p.loc[case, f"{k}_{side}"]  # noqa: E731
+            env_step = get("env_step_ms")
+            if env_step is None or _nan(env_step):
+                continue
+            known = {k: (get(k) if get(k) is not None and not _nan(get(k)) else 0.0)
+                     for _, k, _ in STACK if k is not None}
+            known_env = known["physics_ms"] + known["update_state_ms"] + known["reset_done_ms"]
+            bottom = 0.0
+            for label, key, color in STACK:
+                h = known[key] if key else max(env_step - known_env, 0.0)
+                ax.bar(i + (j - 0.5) * width, h, width * 0.95, bottom=bottom, color=color,
+                       label=label if i == 0 and j == 0 else None, edgecolor="white", lw=0.3)
+                bottom += h
+            ax.annotate("B" if side == "baseline" else "C", (i + (j - 0.5) * width, bottom), ha="center",
+                        va="bottom", fontsize=7)
+    ax.set_xticks(range(len(rep.cases)), [_short(c) for c in rep.cases], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("ms per vector step")
+    ax.set_title("Phases: B = baseline, C = candidate", fontsize=10)
+    ax.legend(fontsize=7, ncol=3)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def attribution_figure(rep):
+    """Where the change in active ms per vector step went, per case."""
+    a = rep.attribution.set_index("case")
+    colors = dict(zip(tables.ATTRIBUTION, ("#4C72B0", "#8172B2", "#55A868", "#C44E52", "#937860", "#CCB974", "#64B5CD")))
+    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(rep.cases) + 1.8))
+    for i, case in enumerate(rep.cases):
+        pos = neg = 0.0
+        for k in tables.ATTRIBUTION:
+            v = a.loc[case].get(f"{k}_ms") if case in a.index else None
+            if v is None or _nan(v):
+                continue
+            left = pos if v >= 0 else neg + v
+            ax.barh(i, abs(v), left=left, color=colors[k], label=k if i == 0 else None, edgecolor="white", lw=0.3)
+            if v >= 0:
+                pos += v
+            else:
+                neg += v
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(len(rep.cases)), [_short(c) for c in rep.cases], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("change in ms per vector step (candidate - baseline)")
+    ax.set_title("Branch-level attribution of the gap", fontsize=10)
+    ax.legend(fontsize=7, ncol=2, loc="best")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+FIGURES = {"ratio": ratio_figure, "runs": runs_figure, "phases": phase_figure, "attribution": attribution_figure}
+
+
+def draw_all(rep, out: Path) -> dict[str, list[Path]]:
+    """Every picture as PNG and SVG under ``out``."""
+    return {name: _save(make(rep), out, name) for name, make in FIGURES.items()}
