@@ -144,13 +144,13 @@ def run_entry(pins: dict) -> dict:
     """One independent run: the entry in a fresh process over every case.
 
     The raw JSON/CSV, its log and a meta file (pins, commit, load, environment)
-    are kept under results/raw/<machine>/<commit>/run<k>.*; the raw runs alone
+    are kept under raw-runs/<machine>/<commit>/run<k>.*; the raw runs alone
     rebuild every table."""
     prof = pins["active_profile"]
     target = target_dir()
     commit = os.environ.get("ASV_COMMIT") or os.environ.get("MBAPHASES_COMMIT") or "unknown"
     machine = machine_name()
-    raw_root = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "results" / "raw")
+    raw_root = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs")
     out_dir = raw_root / machine / commit
     out_dir.mkdir(parents=True, exist_ok=True)
     k = 1 + sum(1 for _ in out_dir.glob("run*.meta.json"))

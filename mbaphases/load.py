@@ -1,7 +1,7 @@
 """Load the two sides of an A/B into one shape, from either input kind.
 
 * asv results: ``results/<machine>/<sha>-<env>.json`` (the samples asv stored,
-  one per independent run) plus the raw runs ``results/raw/<machine>/<sha>/``
+  one per independent run) plus the raw runs ``raw-runs/<machine>/<sha>/``
   (run meta: environment, failures; raw JSON: case configs for alignment).
 * raw entry JSON of the field's schema, one file per run, per side.
 
@@ -247,7 +247,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     side = Side(label, sha, pd.DataFrame(rows), pd.DataFrame(columns=["run", "case", "message"]))
     side.sources = [str(results_dir / machine)]
     side.pins = {"benchmark_version": next(iter(versions))}
-    raw = Path(raw_dir or results_dir / "raw") / machine / sha
+    raw = Path(raw_dir or results_dir.parent / "raw-runs") / machine / sha
     metas = sorted(raw.glob("run*.meta.json"))
     fails, align = [], {}
     for meta_path in metas:

@@ -136,7 +136,7 @@ def attribution_figure(rep):
     ax.invert_yaxis()
     ax.set_xlabel("change in ms per vector step (candidate - baseline)")
     ax.set_title("Branch-level attribution of the gap", fontsize=10)
-    ax.legend(fontsize=7, ncol=2, loc="best")
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

@@ -148,7 +148,7 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
         "case": g.case, "gate": g.gate, "threshold": [f"{x:.2f}" for x in g.threshold],
         "worst / best ratio": [f"{_num(w, '{:.3f}')} / {_num(b, '{:.3f}')}" for w, b in zip(g.worst_ratio, g.best_ratio)],
         "p (rank test)": [_num(x, "{:.3f}") if x is not None else "—" for x in g.p_value],
-        "runs for a decision": [_num(x, "{:.0f}") for x in g.runs_for_decision],
+        "runs for a median-CI decision (est.)": [_num(x, "{:.0f}") for x in g.runs_for_decision],
         "note": g.note,
     })
     e = rep.environment

@@ -150,7 +150,8 @@ def run_ab(conf_path: Path, pins: dict, runs: int, machine: str | None, python: 
     if len(sides) != 2:
         raise UsageError("baseline and candidate resolve to the same commit")
     results_dir = suite_dir / conf.get("results_dir", "results")
-    raw_dir = results_dir / "raw"
+    # beside results/, not in it: asv walks every folder under results/ and warns on each
+    raw_dir = suite_dir / "raw-runs"
     env = {**os.environ, "MBAPHASES_PROFILE": profile, "MBAPHASES_MACHINE": machine,
            "MBAPHASES_PINS": pins["path"], "MBAPHASES_RAW_DIR": str(raw_dir)}
     ensure_machine(conf_path, machine)
