@@ -34,6 +34,17 @@ class StepTimings:
     reset_done_count: int = 0
 
 
+def add_uniform_noise(rng: np.random.Generator, out: np.ndarray, rows, scale: np.ndarray,
+                      scratch: np.ndarray) -> None:
+    """``out[rows] += U(-1, 1) * scale``: one draw of the rows' full width, in place."""
+    noise = scratch if isinstance(rows, slice) else scratch[: len(rows)]
+    rng.random(out=noise, dtype=np.float32)
+    noise *= 2.0
+    noise -= 1.0
+    noise *= scale
+    out[rows] += noise
+
+
 def make_rngs(seed: int) -> dict[str, np.random.Generator]:
     children = np.random.SeedSequence(seed).spawn(len(RNG_STREAMS))
     return {name: np.random.default_rng(s) for name, s in zip(RNG_STREAMS, children)}

@@ -8,7 +8,7 @@ import numpy as np
 
 from reflab import ASSETS_DIR
 from reflab.mathutil import projected_gravity, quat_angle, quat_rotate_inverse
-from reflab.runtime import VecEnv
+from reflab.direct.base import DirectEnv
 
 REWARD_TERMS = (
     "joint_pos_tracking", "body_pos_tracking", "anchor_pos_tracking", "anchor_ori_tracking",
@@ -25,7 +25,9 @@ def load_clip(task) -> dict[str, np.ndarray]:
     return clip
 
 
-class MotionTrackingEnv(VecEnv):
+class MotionTrackingEnv(DirectEnv):
+    reward_term_names = REWARD_TERMS
+
     def __init__(self, cfg):
         super().__init__(cfg)
         task, N, nu = cfg.task, self.num_envs, self.action_dim
@@ -34,50 +36,24 @@ class MotionTrackingEnv(VecEnv):
         if round(float(self.clip["fps"]) * self.step_dt) != 1:
             raise ValueError(f"task {task.name}: clip fps {self.clip['fps']} is not the control rate {1 / self.step_dt:g}")
         self.clip_len = len(self.clip["joint_pos"])
-        self.default_joint_pos = np.asarray(task.default_joint_pos, dtype=np.float64)
-        self.action_scale = float(task.action_scale)
         self.body_slices = [lay.sensor_slices[n] for n in task.body_sensors]
         self.anchor_pos = lay.sensor_slices[task.anchor_pos_sensor]
         self.anchor_quat = lay.sensor_slices[task.anchor_quat_sensor]
         self.anchor_body = list(task.body_sensors).index(task.anchor_pos_sensor)
-        mid = lay.joint_range.mean(axis=1)
-        half = 0.5 * (lay.joint_range[:, 1] - lay.joint_range[:, 0]) * float(task.soft_joint_limit)
-        self.soft_lo, self.soft_hi = mid - half, mid + half
         obs = task.observation
-        self.ang_vel_scale = float(obs.ang_vel_scale)
-        self.joint_vel_scale = float(obs.joint_vel_scale)
-        self.obs_clip = float(obs.clip)
-        self.add_noise = bool(obs.noise)
         nb = len(self.body_slices)
         # policy: ref joint pos | anchor pos err 3 | anchor ori err 3 | ang_vel 3 | gravity 3 | joint_pos | joint_vel | last action
-        self.obs_dim = 12 + 4 * nu
-        self.noise_scale = np.concatenate([
+        obs_dim = 12 + 4 * nu
+        noise_scale = np.concatenate([
             np.zeros(nu), np.full(3, obs.noise_anchor_pos), np.full(3, obs.noise_anchor_ori),
             np.full(3, obs.noise_ang_vel), np.full(3, obs.noise_gravity),
             np.full(nu, obs.noise_joint_pos), np.full(nu, obs.noise_joint_vel), np.zeros(nu),
-        ]).astype(np.float32)
+        ])
         # critic adds: body position errors, base linear velocity, reference joint velocity
-        self.critic_dim = self.obs_dim + 3 * nb + 3 + nu if cfg.algo.asymmetric_critic else 0
-        self.obs_policy = np.zeros((N, self.obs_dim), dtype=np.float32)
-        self.obs_critic = np.zeros((N, self.critic_dim), dtype=np.float32) if self.critic_dim else None
-        self.terminal_obs_policy = np.zeros_like(self.obs_policy)
-        self.terminal_obs_critic = np.zeros_like(self.obs_critic) if self.critic_dim else None
-        self._noise = np.zeros((N, self.obs_dim), dtype=np.float32)
-        self._ctrl = np.tile(self.default_joint_pos, (N, 1))
-        self.actions = np.zeros((N, nu))
-        self.last_actions = np.zeros((N, nu))
+        self._allocate_observations(obs_dim, obs_dim + 3 * nb + 3 + nu if cfg.algo.asymmetric_critic else 0, noise_scale)
         self.frame = np.zeros(N, dtype=np.int64)
         self.body_pos = np.zeros((N, nb, 3))
-        self.gravity_b = np.zeros((N, 3))
-        self.reward_term_names = REWARD_TERMS
-        self.reward_terms = np.zeros((N, len(REWARD_TERMS)), dtype=np.float32)
-        self.weights = np.array([task.rewards[n].weight for n in REWARD_TERMS])
         self.reset_all()
-
-    def _apply_action(self, actions):
-        np.copyto(self.actions, actions)
-        np.multiply(self.actions, self.action_scale, out=self._ctrl)
-        self._ctrl += self.default_joint_pos
 
     def _read_bodies(self, rows):
         sd = self.backend.sensordata
@@ -103,7 +79,7 @@ class MotionTrackingEnv(VecEnv):
         terms[:, 3] = np.exp(-np.square(ori_err) / rw.anchor_ori_tracking.std ** 2)
         da = self.actions - self.last_actions
         terms[:, 4] = np.einsum("ij,ij->i", da, da)
-        terms[:, 5] = (np.clip(self.soft_lo - q, 0.0, None) + np.clip(q - self.soft_hi, 0.0, None)).sum(axis=1)
+        terms[:, 5] = self._joint_limit_violation(q)
         terms *= self.weights * dt
         np.sum(terms, axis=1, out=self.reward)
 
@@ -140,22 +116,7 @@ class MotionTrackingEnv(VecEnv):
             c[rows, d:d + 3 * nb] = berr
             c[rows, d + 3 * nb:d + 3 * nb + 3] = b.sensor("base_lin_vel")[rows]
             c[rows, d + 3 * nb + 3:] = clip["joint_vel"][f] * self.joint_vel_scale
-        if self.add_noise:
-            noise = self._noise if isinstance(rows, slice) else self._noise[: len(f)]
-            self.rng["noise"].random(out=noise, dtype=np.float32)
-            noise *= 2.0
-            noise -= 1.0
-            noise *= self.noise_scale
-            o[rows] += noise
-        if isinstance(rows, slice):
-            np.clip(o, -self.obs_clip, self.obs_clip, out=o)
-        else:
-            o[rows] = np.clip(o[rows], -self.obs_clip, self.obs_clip)
-
-    def _save_terminal_obs(self, ids):
-        self.terminal_obs_policy[ids] = self.obs_policy[ids]
-        if self.obs_critic is not None:
-            self.terminal_obs_critic[ids] = self.obs_critic[ids]
+        self._noise_and_clip(rows)
 
     def _reset_envs(self, ids):
         task, b, clip = self.cfg.task, self.backend, self.clip

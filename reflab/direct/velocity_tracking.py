@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from reflab.mathutil import projected_gravity, yaw_quat
-from reflab.runtime import VecEnv
+from reflab.direct.base import DirectEnv
 
 REWARD_TERMS = (
     "track_lin_vel_xy", "track_ang_vel_z", "lin_vel_z_l2", "ang_vel_xy_l2",
@@ -15,57 +15,29 @@ REWARD_TERMS = (
 )
 
 
-class VelocityTrackingEnv(VecEnv):
+class VelocityTrackingEnv(DirectEnv):
+    reward_term_names = REWARD_TERMS
+
     def __init__(self, cfg):
         super().__init__(cfg)
         task, N, nu = cfg.task, self.num_envs, self.action_dim
         lay = self.backend.layout
-        self.default_joint_pos = np.asarray(task.default_joint_pos, dtype=np.float64)
-        if self.default_joint_pos.shape != (nu,):
-            raise ValueError(f"task {task.name}: default_joint_pos has {self.default_joint_pos.size} values, robot has {nu} joints")
-        self.action_scale = float(task.action_scale)
         self.feet = [lay.sensor_slices[name] for name in task.feet]
         nf = len(self.feet)
-        mid = lay.joint_range.mean(axis=1)
-        half = 0.5 * (lay.joint_range[:, 1] - lay.joint_range[:, 0]) * float(task.soft_joint_limit)
-        self.soft_lo, self.soft_hi = mid - half, mid + half
         self.kp, self.kv = lay.actuator_kp, lay.actuator_kv
         obs = task.observation
-        self.ang_vel_scale = float(obs.ang_vel_scale)
-        self.joint_vel_scale = float(obs.joint_vel_scale)
-        self.obs_clip = float(obs.clip)
-        self.add_noise = bool(obs.noise)
         # policy: lin_vel 3 | ang_vel 3 | gravity 3 | command 3 | joint_pos | joint_vel | last action
-        self.obs_dim = 12 + 3 * nu
-        self.noise_scale = np.concatenate([
+        obs_dim = 12 + 3 * nu
+        noise_scale = np.concatenate([
             np.full(3, obs.noise_lin_vel), np.full(3, obs.noise_ang_vel), np.full(3, obs.noise_gravity),
             np.zeros(3), np.full(nu, obs.noise_joint_pos), np.full(nu, obs.noise_joint_vel), np.zeros(nu),
-        ]).astype(np.float32)
-        self.critic_dim = self.obs_dim + 1 + 2 * nf if cfg.algo.asymmetric_critic else 0
-        self.obs_policy = np.zeros((N, self.obs_dim), dtype=np.float32)
-        self.obs_critic = np.zeros((N, self.critic_dim), dtype=np.float32) if self.critic_dim else None
-        self.terminal_obs_policy = np.zeros_like(self.obs_policy)
-        self.terminal_obs_critic = np.zeros_like(self.obs_critic) if self.critic_dim else None
-        self._noise = np.zeros((N, self.obs_dim), dtype=np.float32)
-        self._ctrl = np.tile(self.default_joint_pos, (N, 1))
-        self.actions = np.zeros((N, nu))
-        self.last_actions = np.zeros((N, nu))
+        ])
+        self._allocate_observations(obs_dim, obs_dim + 1 + 2 * nf if cfg.algo.asymmetric_critic else 0, noise_scale)
         self.commands = np.zeros((N, 3))
         self.command_time_left = np.zeros(N)
         self.air_time = np.zeros((N, nf))
         self.contact = np.zeros((N, nf), dtype=bool)
-        self.gravity_b = np.zeros((N, 3))
-        self.reward_term_names = REWARD_TERMS
-        self.reward_terms = np.zeros((N, len(REWARD_TERMS)), dtype=np.float32)
-        r = task.rewards
-        self.weights = np.array([r[name].weight for name in REWARD_TERMS])
         self.reset_all()
-
-    # apply_action: one control target per control step, held over the substeps
-    def _apply_action(self, actions):
-        np.copyto(self.actions, actions)
-        np.multiply(self.actions, self.action_scale, out=self._ctrl)
-        self._ctrl += self.default_joint_pos
 
     def _update_state(self):
         task, b, dt = self.cfg.task, self.backend, self.step_dt
@@ -92,7 +64,7 @@ class VelocityTrackingEnv(VecEnv):
         q, qd = b.joint_pos, b.joint_vel
         torque = self.kp * (self._ctrl - q) - self.kv * qd
         terms[:, 6] = np.einsum("ij,ij->i", torque, torque)
-        terms[:, 7] = (np.clip(self.soft_lo - q, 0.0, None) + np.clip(q - self.soft_hi, 0.0, None)).sum(axis=1)
+        terms[:, 7] = self._joint_limit_violation(q)
         first_contact = (self.air_time > 0.0) & self.contact
         moving = np.linalg.norm(self.commands[:, :2], axis=1) > rw.feet_air_time.command_threshold
         terms[:, 8] = ((self.air_time - rw.feet_air_time.threshold) * first_contact).sum(axis=1) * moving
@@ -128,25 +100,7 @@ class VelocityTrackingEnv(VecEnv):
             for k, sl in enumerate(self.feet):
                 c[rows, self.obs_dim + 1 + k] = b.sensordata[rows, sl][:, 2]
             c[rows, self.obs_dim + 1 + nf:] = self.contact[rows]
-        if self.add_noise:
-            self._add_noise(o, rows)
-        if isinstance(rows, slice):
-            np.clip(o, -self.obs_clip, self.obs_clip, out=o)
-        else:
-            o[rows] = np.clip(o[rows], -self.obs_clip, self.obs_clip)
-
-    def _add_noise(self, o, rows):
-        noise = self._noise if isinstance(rows, slice) else self._noise[: len(rows)]
-        self.rng["noise"].random(out=noise, dtype=np.float32)
-        noise *= 2.0
-        noise -= 1.0
-        noise *= self.noise_scale
-        o[rows] += noise
-
-    def _save_terminal_obs(self, ids):
-        self.terminal_obs_policy[ids] = self.obs_policy[ids]
-        if self.obs_critic is not None:
-            self.terminal_obs_critic[ids] = self.obs_critic[ids]
+        self._noise_and_clip(rows)
 
     def _resample_commands(self, ids):
         c = self.cfg.task.command

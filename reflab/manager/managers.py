@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reflab.manager.mdp import MODULES
+from reflab.runtime import add_uniform_noise
 
 # arguments a term receives from its manager, never from its params
 MANAGER_ARGS = {"env", "rows", "ids", "qpos", "qvel"}
@@ -154,12 +155,7 @@ class ObservationGroup:
             scale = term.cfg.get("scale")
             out[rows, sl] = value if scale is None else value * scale
         if self.add_noise:
-            noise = self._noise if isinstance(rows, slice) else self._noise[: len(rows)]
-            env.rng["noise"].random(out=noise, dtype=np.float32)
-            noise *= 2.0
-            noise -= 1.0
-            noise *= self.noise_scale
-            out[rows] += noise
+            add_uniform_noise(env.rng["noise"], out, rows, self.noise_scale, self._noise)
         if self.clip is not None:
             if isinstance(rows, slice):
                 np.clip(out, -self.clip, self.clip, out=out)
