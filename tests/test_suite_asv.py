@@ -84,7 +84,7 @@ def test_raw_runs_environment_and_interleaving(ab):
     suite, shas, p = ab
     metas = []
     for branch in ("main", "slow-broken"):
-        raw = suite / "results" / "raw" / "testbox" / shas[branch]
+        raw = suite / "raw-runs" / "testbox" / shas[branch]
         for k in (1, 2, 3):
             for ext in ("json", "csv", "log", "meta.json"):
                 assert (raw / f"run{k}.{ext}").stat().st_size > 0
@@ -137,7 +137,7 @@ def test_report_from_asv_results(ab, tmp_path):
     assert s["candidate"]["revision"] == shas["slow-broken"]
     assert "packages.torch" in s["environment"]["baseline"]
     # the raw runs alone give the same throughput table
-    raw = suite / "results" / "raw" / "testbox"
+    raw = suite / "raw-runs" / "testbox"
     r2 = run_mbaphases(suite, "report", "--out", str(tmp_path / "raw"), "--baseline-raw", str(raw / shas["main"] / "run*.json"),
                        "--candidate-raw", str(raw / shas["slow-broken"] / "run*.json"))
     s2 = json.loads((tmp_path / "raw" / "summary.json").read_text())
@@ -176,7 +176,7 @@ def test_interrupt_keeps_completed_runs(tmp_path):
                              sys.executable, "--machine", "intr"], cwd=suite, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")})
-    raw = suite / "results" / "raw" / "intr"
+    raw = suite / "raw-runs" / "intr"
     deadline = time.time() + 300
     while time.time() < deadline and len(list(raw.glob("*/run*.meta.json"))) < 2:
         time.sleep(1)

@@ -22,9 +22,9 @@ def test_field_profile_builds_a_virtualenv_and_runs_both_sides(tmp_path):
         key = "collector.CollectorActive.track_throughput"
         samples = res.get_result_samples(key, res.get_result_params(key))
         assert all(s is not None and len(s) == 1 for s in samples)
-        meta = json.loads((suite / "results" / "raw" / "venvbox" / shas[branch] / "run1.meta.json").read_text())
+        meta = json.loads((suite / "raw-runs" / "venvbox" / shas[branch] / "run1.meta.json").read_text())
         # the environment was read inside the built virtualenv, not this interpreter
         assert meta["environment"]["python_executable"] != sys.executable
         assert meta["environment"]["packages"]["mujoco-uni-runtime"]
-        entry = json.loads((suite / "results" / "raw" / "venvbox" / shas[branch] / "run1.json").read_text())
+        entry = json.loads((suite / "raw-runs" / "venvbox" / shas[branch] / "run1.json").read_text())
         assert {r["case"]["runtime"] for r in entry["results"]} == {"direct" if branch == "main" else "mba"}
