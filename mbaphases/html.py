@@ -94,6 +94,7 @@ def write_page(rep: report.Report, out: Path, asv_html: Path | None = None) -> P
         '<h2 id="attribution">Branch-level attribution of the change in active ms per vector step</h2>',
         _table(views["attribution"]), _img(pics["attribution"][0], "attribution of the gap per case"),
         '<h2 id="dispersion">Dispersion of per-run throughput</h2>', _table(views["dispersion"]),
+        *[f"<p><b>Run note</b>: {html.escape(s.label)} {html.escape(n)}</p>" for s in (b, c) for n in s.notes],
         '<h2 id="environment">Environment and pinned parameters (&ne;: differs between the sides)</h2>',
         _table(env).replace("<td>≠</td>", '<td class="diff">≠</td>'),
         '<h2 id="raw">Raw runs</h2><ul>',

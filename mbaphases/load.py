@@ -49,6 +49,7 @@ class Side:
     environment: dict = field(default_factory=dict)
     pins: dict = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. runs taken on a busy machine
 
     def runs_of(self, case: str) -> int:
         v = self.values
@@ -258,7 +259,11 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
         fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
         side.pins = {"benchmark_version": meta["version"], **meta.get("profile", {})}
-        side.pins["load"] = side.pins.get("load", []) + [meta.get("load_start"), meta.get("load_end")]
+        for when in ("load_start", "load_end"):
+            load = meta.get(when) or {}
+            if load.get("busy"):
+                side.notes.append(f"{run}: machine busy at {when.split('_')[1]} "
+                                  f"({load.get('cpu_busy_fraction', 0):.0%} of CPUs used by other processes)")
         raw_json = meta_path.with_name(f"run{meta['run']}.json")
         if raw_json.exists():
             _, _, a = entry_run_values(_read_json(raw_json), str(raw_json))

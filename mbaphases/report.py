@@ -69,7 +69,7 @@ def environment_table(b: Side, c: Side) -> pd.DataFrame:
     fc = {"revision": c.revision, "label": c.label, **_flatten(c.pins, "pins."), **_flatten(c.environment)}
     rows = []
     for k in list(dict.fromkeys(list(fb) + list(fc))):
-        if k.startswith("pins.load") or k.endswith("python_executable"):
+        if k.endswith("python_executable"):
             continue
         vb, vc = fb.get(k), fc.get(k)
         rows.append({"key": k, "baseline": vb, "candidate": vc,
@@ -187,8 +187,10 @@ def summary(rep: Report) -> dict:
         "schema": SCHEMA,
         "generated_at": datetime.now(timezone.utc).isoformat(),
         "input": rep.input_kind,
-        "baseline": {"label": rep.baseline.label, "revision": rep.baseline.revision, "sources": rep.baseline.sources},
-        "candidate": {"label": rep.candidate.label, "revision": rep.candidate.revision, "sources": rep.candidate.sources},
+        "baseline": {"label": rep.baseline.label, "revision": rep.baseline.revision, "sources": rep.baseline.sources,
+                     "notes": rep.baseline.notes},
+        "candidate": {"label": rep.candidate.label, "revision": rep.candidate.revision, "sources": rep.candidate.sources,
+                      "notes": rep.candidate.notes},
         "threshold": rep.threshold,
         "min_runs": rep.min_runs,
         "verdict": rep.verdict,
@@ -227,6 +229,7 @@ def markdown(rep: Report) -> str:
         "## Phases: median ms per vector step (baseline → candidate)", _md(v["phases"]),
         "## Branch-level attribution of the change in active ms per vector step", _md(v["attribution"]),
         "## Dispersion of per-run throughput", _md(v["dispersion"]),
+        *(["**Run notes**: " + "; ".join(f"{s.label} {n}" for s in (b, c) for n in s.notes)] if b.notes or c.notes else []),
         "## Environment and pinned parameters (≠: differs between the sides)", _md(v["environment"]),
         "## Definitions", "\n".join(f"- **{k}**: {t}" for k, t in DEFINITIONS.items() if k != "gate"),
         "### Gate rule\n" + DEFINITIONS["gate"],

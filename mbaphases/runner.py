@@ -7,7 +7,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -149,7 +148,6 @@ def run_ab(conf_path: Path, pins: dict, runs: int, machine: str | None, python: 
         sides[sha] = f"{pins[side]['label']} ({ref})"
     if len(sides) != 2:
         raise UsageError("baseline and candidate resolve to the same commit")
-    results_dir = suite_dir / conf.get("results_dir", "results")
     # beside results/, not in it: asv walks every folder under results/ and warns on each
     raw_dir = suite_dir / "raw-runs"
     env = {**os.environ, "MBAPHASES_PROFILE": profile, "MBAPHASES_MACHINE": machine,

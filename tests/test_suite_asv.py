@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from asv import results as asv_results
 
-from mbaphases.demo_repo import generate, set_runtime
+from mbaphases.demo_repo import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = 7
@@ -140,6 +140,7 @@ def test_report_from_asv_results(ab, tmp_path):
     raw = suite / "raw-runs" / "testbox"
     r2 = run_mbaphases(suite, "report", "--out", str(tmp_path / "raw"), "--baseline-raw", str(raw / shas["main"] / "run*.json"),
                        "--candidate-raw", str(raw / shas["slow-broken"] / "run*.json"))
+    assert r2.returncode == 1, r2.stderr  # the same cases miss the gate
     s2 = json.loads((tmp_path / "raw" / "summary.json").read_text())
     for c in s2["cases"]:
         if c["case"] != BROKEN_CASE:

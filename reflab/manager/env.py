@@ -1,7 +1,6 @@
 """The manager-based env: a task is its ``task.managers`` configuration."""
 from __future__ import annotations
 
-import numpy as np
 from omegaconf import OmegaConf
 
 from reflab.manager.managers import (ActionManager, CommandManager, EventManager, ObservationManager,

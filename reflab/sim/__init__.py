@@ -1,6 +1,8 @@
 """Physics backends behind one interface (see base.Backend)."""
 from reflab.sim.base import Backend, ModelLayout
 
+__all__ = ["Backend", "ModelLayout", "BACKENDS", "canonical_backend", "make_backend"]
+
 BACKENDS = ("mujoco", "motrix")
 BACKEND_ALIASES = {"motrixsim": "motrix"}
 

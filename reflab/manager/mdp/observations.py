@@ -1,6 +1,4 @@
 """Observation terms."""
-import numpy as np
-
 from reflab.mathutil import projected_gravity as _projected_gravity
 from reflab.mathutil import quat_rotate_inverse
 
