@@ -67,8 +67,12 @@ def _run(args) -> int:
         if not conf.is_file():
             raise UsageError(f"asv config {conf} not found")
         if args.field_repo:
-            conf = runner.field_conf(Path("asv.field.conf.json"), args.field_repo, args.field_package,
-                                     Path("asv.field.resolved.conf.json"))
+            # asv resolves relative paths against the config's folder: the copy sits beside it
+            template = conf.parent / "asv.field.conf.json"
+            if not template.is_file():
+                raise UsageError(f"field asv config {template} not found")
+            conf = runner.field_conf(template, args.field_repo, args.field_package,
+                                     conf.parent / "asv.field.resolved.conf.json")
         runs = args.runs if args.runs is not None else int(pins["runs"])
         try:
             with runner.formal_run_lock(f"mbaphases run {conf}"):

@@ -97,7 +97,6 @@ def field_conf(template: Path, repo: str, package: str | None, out: Path) -> Pat
         raise UsageError(f"cannot read the package name of {repo}; pass --field-package NAME")
     repo_value = str(Path(repo).resolve()) if Path(repo).is_dir() else repo
     text = text.replace('"FIELD_REPO"', json.dumps(repo_value)).replace('"FIELD_PACKAGE"', json.dumps(package))
-    # asv resolves relative paths against the config's folder: keep the copy beside the template
     out.write_text(text)
     return out
 
