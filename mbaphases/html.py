@@ -10,6 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
+from mbaphases import gate as gate_mod
 from mbaphases import plots, report
 
 CSS = """
@@ -42,7 +43,7 @@ def _img(path: Path, alt: str) -> str:
 def _table(df, gate_col: str | None = None) -> str:
     out = df.to_html(index=False, escape=True, border=0, na_rep="n/a")
     if gate_col:
-        for status in ("PASS", "FAIL", "INCONCLUSIVE", "MISSING", "MISALIGNED", "EXCEPTED"):
+        for status in gate_mod.STATUSES:
             out = out.replace(f"<td>{status}</td>", f'<td class="g-{status}">{status}</td>')
     return out
 

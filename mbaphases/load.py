@@ -22,8 +22,6 @@ import pandas as pd
 
 from mbaphases.errors import UsageError
 
-METRICS = ("throughput", "active_ms", "env_step_ms", "physics_ms", "step_core_ms", "update_state_ms",
-           "reset_done_ms", "replay_ms", "bookkeeping_ms", "resets_per_step")
 # asv track_ name -> (metric, factor from the stored unit)
 ASV_TRACKS = {
     "track_throughput": ("throughput", 1.0), "track_active_time": ("active_ms", 1000.0),
@@ -50,10 +48,6 @@ class Side:
     pins: dict = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. runs taken on a busy machine
-
-    def runs_of(self, case: str) -> int:
-        v = self.values
-        return v.loc[(v.case == case) & (v.metric == "throughput"), "run"].nunique()
 
 
 def case_name(case: dict) -> str:
