@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -177,11 +178,16 @@ def run_entry(pins: dict) -> dict:
     doc = None
     if Path(f"{stem}.json").is_file():
         doc = json.loads(Path(f"{stem}.json").read_text())
-    results = {}
-    errors = {}
+    results, errors = {}, {}
     for r in (doc or {}).get("results", []):
         c = r["case"]
-        results[f"{c['algo']}/{c['task']}/{c['sim']}"] = r
+        name = f"{c['algo']}/{c['task']}/{c['sim']}"
+        thr = r.get("collector_active_steps_per_sec")
+        if not isinstance(thr, (int, float)) or isinstance(thr, bool) or not math.isfinite(thr) or thr <= 0:
+            # a measurement that cannot be one is a failed case, never a sample
+            errors[name] = f"invalid throughput {thr!r}"
+            continue
+        results[name] = r
     for e in (doc or {}).get("errors", []):
         errors[e["case"]] = f"{e['type']}: {e['message']}"
     tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]

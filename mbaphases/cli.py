@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+import time
+import traceback
 from pathlib import Path
 
 from mbaphases.errors import UsageError
@@ -30,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="tables, gate and report from stored runs")
     rp.add_argument("--out", required=True, help="output directory (report.md, *.csv, summary.json)")
     rp.add_argument("--config", default="asv.conf.json", help="asv config (results dir, target repo)")
-    rp.add_argument("--pins", default="pins.toml", help="sides, labels, cases and gate defaults")
+    rp.add_argument("--pins", default=None, help="sides, labels, cases and gate defaults (default: pins.toml if present)")
     rp.add_argument("--results", default=None, help="asv results directory (default: from --config)")
     rp.add_argument("--machine", default=None)
     rp.add_argument("--baseline", default=None, help="revision: SHA, prefix or branch (default: pins)")
@@ -44,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--exceptions", default=None, help="maintainer's exceptions file (TOML)")
     rp.add_argument("--dispersion-limit", type=float, default=0.05, help="flag range above this share")
     rp.add_argument("--html", default=None, help="also write the HTML page here (e.g. html/mbaphases, linked from asv's html/)")
+    rp.add_argument("--cross-machine", action="store_true",
+                    help="the sides were measured on different hardware on purpose: gate them anyway, and say so first")
     rp.add_argument("--quiet", action="store_true")
     pb = sub.add_parser("publish", help="asv publish (html/)")
     pb.add_argument("--config", default="asv.conf.json")
@@ -87,16 +92,30 @@ def _run(args) -> int:
     if args.command == "publish":
         from mbaphases import runner
 
-        return runner.publish(Path(args.config))
+        conf = Path(args.config)
+        runner.load_asv_conf(conf)
+        return runner.publish(conf)
     raise UsageError(f"unknown command {args.command!r}")
 
 
+EXIT_USAGE, EXIT_INTERNAL = 2, 3
+
+
 def main(argv=None) -> int:
+    """0/1 are verdicts only: bad input is 2, an internal error 3 (traceback in a log file)."""
     try:
         return _run(build_parser().parse_args(argv))
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the contract: one line, the traceback kept
+        log = Path(tempfile.gettempdir()) / f"mbaphases-error-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        log.write_text(traceback.format_exc())
+        print(f"error: internal error {type(e).__name__}: {e} (traceback in {log})", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ Per case, from the per-run throughputs:
 * INCONCLUSIVE: between the two;
 * MISSING: a side has fewer successful runs than required, or a failed run;
 * MISALIGNED: the two sides ran different case configurations (dims, num_envs,
-  replay capacity, decimation, ...), so they are not comparable;
+  replay capacity, decimation, ...) or on different hardware (machine, CPU,
+  core count, GPU; unless a cross-machine comparison is declared), so they are
+  not comparable;
 * EXCEPTED: listed by the maintainer in the exceptions file (with a reason and
   optionally an own threshold, which must then be cleared by the interval rule).
 
@@ -17,12 +19,12 @@ throughputs is added for information.
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from mbaphases import inputs
 from mbaphases.errors import UsageError
 from mbaphases.load import Side
 from mbaphases.tables import per_run
@@ -39,23 +41,19 @@ class Exception_:
 
 
 def load_exceptions(path: Path | None, known_cases: list[str]) -> dict[str, Exception_]:
-    if path is None or not Path(path).exists():
+    """The maintainer's exceptions; a file that is named must exist and be valid."""
+    if path is None:
         return {}
-    try:
-        doc = tomllib.loads(Path(path).read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"exceptions file {path} is not valid TOML: {e}") from None
+    doc = inputs.load_exceptions_doc(Path(path))
     out = {}
-    for i, e in enumerate(doc.get("exception", [])):
-        case, reason = e.get("case"), e.get("reason")
-        if not case or not reason:
-            raise UsageError(f"exceptions file {path}: entry {i + 1} needs 'case' and 'reason'")
+    for e in doc.get("exception", []):
+        case = e["case"]
         if case not in known_cases:
             raise UsageError(f"exceptions file {path}: unknown case {case!r}; valid: {', '.join(known_cases)}")
+        if case in out:
+            raise UsageError(f"exceptions file {path}: case {case!r} is listed twice; keep one decision per case")
         thr = e.get("threshold")
-        if thr is not None and not (isinstance(thr, (int, float)) and 0 < thr):
-            raise UsageError(f"exceptions file {path}: threshold {thr!r} of {case} must be a positive number")
-        out[case] = Exception_(case, reason, None if thr is None else float(thr))
+        out[case] = Exception_(case, e["reason"], None if thr is None else float(thr))
     return out
 
 
@@ -84,7 +82,9 @@ def misaligned(b: Side, c: Side, case: str) -> list[str]:
 
 
 def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int,
-             exceptions: dict[str, Exception_]) -> list[dict]:
+             exceptions: dict[str, Exception_], hardware_diff: list[str] | None = None) -> list[dict]:
+    """``hardware_diff``: hardware the sides differ in and that was not declared intended;
+    absolute throughputs from different machines are not comparable."""
     rows = []
     for case in cases:
         xb, xc = per_run(b, "throughput", case), per_run(c, "throughput", case)
@@ -102,9 +102,11 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
         row["worst_ratio"], row["best_ratio"] = float(xc.min() / xb.max()), float(xc.max() / xb.min())
         row["p_value"] = rank_test_p(xb, xc, threshold)
         diff = misaligned(b, c, case)
-        if diff:
+        if diff or hardware_diff:
             row["gate"] = "MISALIGNED"
-            row["note"] = "case configurations differ: " + ", ".join(diff)
+            row["note"] = "; ".join(
+                ([f"case configurations differ: {', '.join(diff)}"] if diff else [])
+                + ([f"measured on different hardware: {', '.join(hardware_diff)}"] if hardware_diff else []))
             rows.append(row)
             continue
         status = interval_status(xb, xc, threshold)

@@ -57,18 +57,22 @@ def _copy_raw(rep: report.Report, out: Path) -> list[tuple[str, list[str]]]:
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
         files = []
-        for src in side.sources:
+        for k, src in enumerate(side.sources):
             p = Path(src)
             if p.is_file() and p.suffix == ".json":
+                # runs are files, not names: three run1.json from three folders stay three
                 stem = p.name.removesuffix(".meta.json").removesuffix(".json")
                 for f in sorted(p.parent.glob(f"{stem}.*")):
-                    shutil.copy2(f, dest / f.name)
-                    files.append(f"raw/{name}/{f.name}")
+                    target = f"{k + 1:02d}-{f.name}"
+                    shutil.copy2(f, dest / target)
+                    files.append(f"raw/{name}/{target}")
         links.append((f"{side.label} ({side.revision[:12]})", sorted(set(files))))
     return links
 
 
-def write_page(rep: report.Report, out: Path, asv_html: Path | None = None) -> Path:
+def write_page(rep: report.Report, out: Path) -> Path:
+    """The page, its plots, raw runs and report files in ``out`` (a staging directory:
+    the caller moves it into place and links it from asv's page)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     pics = plots.draw_all(rep, out / "plots")
@@ -81,6 +85,9 @@ def write_page(rep: report.Report, out: Path, asv_html: Path | None = None) -> P
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         f"<title>{html.escape(c.label)} vs {html.escape(b.label)}: {rep.verdict}</title>",
         f"<style>{CSS}</style><script>{CHECK_JS}</script></head><body>",
+        *([f'<p class="diff" id="cross-machine">Cross-machine comparison, declared intended: '
+           f"{html.escape('; '.join(rep.cross_machine))}. Absolute throughputs from different machines are "
+           "not comparable.</p>"] if rep.cross_machine else []),
         f"<h1>{html.escape(c.label)} vs {html.escape(b.label)}: collector throughput A/B</h1>",
         f'<p><span class="verdict {rep.verdict}" id="verdict">Verdict: {rep.verdict}</span></p>',
         f"<p>Gate: candidate throughput &ge; {rep.threshold:.2f} &times; baseline, per case ({html.escape(counts)}). "
@@ -112,8 +119,6 @@ def write_page(rep: report.Report, out: Path, asv_html: Path | None = None) -> P
     page = out / "index.html"
     page.write_text("\n".join(parts))
     report.write(rep, out)
-    if asv_html is not None:
-        link_from_asv(asv_html, out)
     return page
 
 

@@ -12,8 +12,10 @@ environment and the pinned parameters.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import math
+import numbers
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from mbaphases.errors import UsageError
+from mbaphases.inputs import read_text
 
 # asv track_ name -> (metric, factor from the stored unit)
 ASV_TRACKS = {
@@ -48,6 +51,26 @@ class Side:
     pins: dict = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. runs taken on a busy machine
+    hardware: dict = field(default_factory=dict)  # machine, cpu, logical_cpus, gpu (where recorded)
+    run_digests: dict[str, str] = field(default_factory=dict)  # run file path -> sha256 of its content
+
+
+HARDWARE_KEYS = ("machine", "cpu", "logical_cpus", "gpu")
+
+
+def hardware_differences(b: Side, c: Side) -> list[str]:
+    """Hardware both sides recorded and that differs, as 'key (baseline vs candidate)'."""
+    return [f"{k} ({b.hardware[k]} vs {c.hardware[k]})" for k in HARDWARE_KEYS
+            if k in b.hardware and k in c.hardware and str(b.hardware[k]) != str(c.hardware[k])]
+
+
+def check_distinct_runs(b: Side, c: Side) -> None:
+    """The same run file (by path or content) on both sides is one run, not two sides."""
+    by_digest = {d: p for p, d in b.run_digests.items()}
+    for path, digest in c.run_digests.items():
+        if digest in by_digest:
+            raise UsageError(f"{path} (candidate) is the same run as {by_digest[digest]} (baseline); "
+                             "the sides must be different runs")
 
 
 def case_name(case: dict) -> str:
@@ -55,40 +78,67 @@ def case_name(case: dict) -> str:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    text = read_text(Path(path), "file")
     try:
         return json.loads(text)
     except ValueError as e:
         raise UsageError(f"{path} is not valid JSON ({e})") from None
 
 
+def _number(x, path: str, where: str, positive: bool) -> float:
+    """A measured value: a finite number, > 0 (throughput) or >= 0 (times)."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise UsageError(f"{path}: {where} is {x!r}, not a number")
+    x = float(x)
+    if not math.isfinite(x) or (x <= 0 if positive else x < 0):
+        raise UsageError(f"{path}: {where} is {x!r}; it must be finite and {'> 0' if positive else '>= 0'}")
+    return x
+
+
 def _step_mean(stats, path: str, where: str) -> float:
     """A run's value for a phase: the mean over its recorded steps."""
     if stats is None:
         return math.nan
+    if not isinstance(stats, dict):
+        raise UsageError(f"{path}: {where} is {type(stats).__name__}, not timing stats")
     samples = stats.get("samples_ms")
     values = samples if samples else [stats.get("mean_ms")]
-    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in values):
-        raise UsageError(f"{path}: NaN or null in {where}")
+    if not isinstance(values, list):
+        raise UsageError(f"{path}: {where}.samples_ms is {type(values).__name__}, not a list")
+    values = [_number(v, path, where, positive=False) for v in values]
     return sum(values) / len(values)
+
+
+def _field_nan(text: str) -> tuple[dict, bool]:
+    """The field's entry writes bare NaN in some non-gated fields: read as null."""
+    found = []
+
+    def constant(name):
+        found.append(name)
+        return None
+
+    return json.loads(text, parse_constant=constant), bool(found)
 
 
 def entry_run_values(doc: dict, path: str) -> tuple[dict, dict, dict]:
     """{case: {metric: value}}, {case: message} and {case: alignment} of one entry JSON."""
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: top level is {type(doc).__name__}, not the entry's JSON object")
+    results, errors = doc.get("results", []), doc.get("errors", [])
+    if not isinstance(results, list) or not isinstance(errors, list):
+        raise UsageError(f"{path}: 'results' and 'errors' must be lists")
     values, failed, align = {}, {}, {}
-    for r in doc.get("results", []):
+    for r in results:
         try:
             case = case_name(r["case"])
             ph, es = r["phase_ms_per_vector_step"], r["env_step_timing_ms_per_vector_step"]
-            thr = r["collector_active_steps_per_sec"]
-            if thr is None or (isinstance(thr, float) and math.isnan(thr)):
-                raise UsageError(f"{path}: NaN or null collector_active_steps_per_sec for {case}")
+            measure = r["measure_steps"]
+            if isinstance(measure, bool) or not isinstance(measure, int) or measure <= 0:
+                raise UsageError(f"{path}: measure_steps of {case} is {measure!r}, not a positive integer")
             v = {
-                "throughput": float(thr),
-                "active_ms": float(r["total_active_ms"]) / int(r["measure_steps"]),
+                "throughput": _number(r["collector_active_steps_per_sec"], path,
+                                      f"collector_active_steps_per_sec of {case}", positive=True),
+                "active_ms": _number(r["total_active_ms"], path, f"total_active_ms of {case}", positive=True) / measure,
                 "env_step_ms": _step_mean(ph["env_step_ms"], path, f"{case} env_step_ms"),
                 "replay_ms": _step_mean(ph["replay_ms"], path, f"{case} replay_ms"),
                 "bookkeeping_ms": _step_mean(ph["bookkeeping_ms"], path, f"{case} bookkeeping_ms"),
@@ -97,8 +147,10 @@ def entry_run_values(doc: dict, path: str) -> tuple[dict, dict, dict]:
             for key in ("step_core_ms", "update_state_ms", "reset_done_ms"):
                 v[key] = _step_mean(es.get(key), path, f"{case} {key}")
             v["resets_per_step"] = _step_mean(es.get("reset_done_count"), path, f"{case} reset_done_count")
-        except (KeyError, TypeError, ZeroDivisionError) as e:
+        except (KeyError, TypeError, AttributeError) as e:
             raise UsageError(f"{path}: not the collector entry schema ({type(e).__name__}: {e})") from None
+        if case in values:
+            raise UsageError(f"{path}: case {case} appears twice in results")
         values[case] = v
         a = {k: r["case"].get(k) for k in ALIGN_KEYS}
         a.update(warmup_steps=r.get("warmup_steps"), measure_steps=r.get("measure_steps"))
@@ -107,8 +159,12 @@ def entry_run_values(doc: dict, path: str) -> tuple[dict, dict, dict]:
             rest = {k: val for k, val in resolved.items() if k not in RUNTIME_KEYS and k != "seed"}
             a["config"] = json.dumps(rest, sort_keys=True)
         align[case] = a
-    for e in doc.get("errors", []):
-        failed[e.get("case", "?")] = f"{e.get('type', 'Error')}: {e.get('message', '')}"
+    for e in errors:
+        if not isinstance(e, dict):
+            raise UsageError(f"{path}: an entry of 'errors' is {type(e).__name__}, not an object with case/type/message")
+        failed[str(e.get("case", "?"))] = f"{e.get('type', 'Error')}: {e.get('message', '')}"
+    if not values and not failed:
+        raise UsageError(f"{path}: no results and no errors: the run measured nothing")
     return values, failed, align
 
 
@@ -134,8 +190,20 @@ def _side_from_entry_docs(label, revision, docs: list[tuple[str, str, dict]]) ->
                 sources=[p for _, p, _ in docs])
 
 
+def _entry_hardware(doc: dict) -> dict:
+    host = (doc.get("provenance") or {}).get("host") or {}
+    hw = {k: host[k] for k in ("cpu", "logical_cpus", "gpu") if host.get(k) is not None}
+    if host.get("node"):
+        hw["machine"] = host["node"]
+    return hw
+
+
 def load_raw_side(label: str, patterns: list[str]) -> Side:
-    """A side from raw entry JSON files (paths or globs), one file per run."""
+    """A side from raw entry JSON files (paths or globs), one file per run.
+
+    A run is its file (by path), never its name: three run1.json from three
+    folders are three runs; the same file, or the same content, given twice is
+    an error."""
     paths = []
     for pat in patterns:
         # a glob over a raw run folder also meets the suite's run<k>.meta.json: not entry output
@@ -145,18 +213,40 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
         paths += hits
     if not paths:
         raise UsageError(f"side {label!r} has no result files")
-    docs = []
+    docs, seen, digests, notes = [], {}, {}, []
     for p in paths:
-        doc = _read_json(Path(p))
-        if doc.get("benchmark") != "offpolicy_collector_active" or "results" not in doc:
+        real = str(Path(p).resolve())
+        text = read_text(Path(p), "file")
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if real in seen or digest in seen:
+            raise UsageError(f"{p} is given twice for side {label!r} (same {'file' if real in seen else 'content'} "
+                             f"as {seen.get(real) or seen.get(digest)}); each run counts once")
+        seen[real] = seen[digest] = p
+        try:
+            doc, had_nan = _field_nan(text)
+        except ValueError as e:
+            raise UsageError(f"{p} is not valid JSON ({e})") from None
+        if not isinstance(doc, dict) or doc.get("benchmark") != "offpolicy_collector_active" or "results" not in doc:
             raise UsageError(f"{p} is not an offpolicy_collector_active result file")
-        docs.append((Path(p).stem, p, doc))
+        if not isinstance(doc.get("args"), dict):
+            raise UsageError(f"{p} has no 'args' object: the run's pinned parameters are unknown")
+        if had_nan:
+            notes.append(f"{p}: bare NaN in the entry's JSON read as null")
+        docs.append((p, p, doc))
+        digests[p] = digest
     args = {json.dumps({k: d["args"].get(k) for k in ("num_envs", "warmup_steps", "measure_steps", "replay_capacity_steps")})
             for _, _, d in docs}
     if len(args) > 1:
         raise UsageError(f"side {label!r} mixes pinned parameters across runs: {sorted(args)}")
     side = _side_from_entry_docs(label, label, docs)
     side.pins = json.loads(next(iter(args)))
+    side.run_digests = digests
+    side.notes += notes
+    hardware = [_entry_hardware(d) for _, _, d in docs]
+    side.hardware = hardware[0]
+    for p, hw in zip(paths, hardware):
+        if hw != side.hardware:
+            raise UsageError(f"side {label!r}: {p} was measured on other hardware than {paths[0]} ({hw} vs {side.hardware})")
     return side
 
 
@@ -185,38 +275,53 @@ def resolve_revision(rev: str, results_dir: Path, machine: str, repo: Path | Non
     from asv import util
 
     full = None
+    if repo is None and not all(ch in "0123456789abcdef" for ch in rev.lower()):
+        raise UsageError(f"revision {rev!r} is not a SHA or SHA prefix, and with --results there is no repository "
+                         "to resolve names in: pass a SHA, or --config with the target repository")
     if repo is not None and Path(repo).exists():
         p = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
                            capture_output=True, text=True, check=False)
         if p.returncode == 0:
             full = p.stdout.strip()
+    if repo is not None and full is None and not all(ch in "0123456789abcdef" for ch in rev.lower()):
+        raise UsageError(f"revision {rev!r} does not resolve in {repo}")
     try:
         short = asv_results.get_result_hash_from_prefix(str(results_dir), machine, full or rev)
     except util.UserError as e:
         raise UsageError(f"revision {rev!r}: {e}") from None
     if short is None:
         raise UsageError(f"unknown revision {rev!r}: no results for it on machine {machine!r} in {results_dir}")
-    for r in asv_results.iter_results_for_machine_and_hash(str(results_dir), machine, short):
+    for r in _asv_results(results_dir, machine, short):
         return r.commit_hash
     raise UsageError(f"unknown revision {rev!r}")
 
 
-def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: Path | None,
-                  raw_dir: Path | None = None) -> Side:
+def _asv_results(results_dir: Path, machine: str, short: str) -> list:
+    """asv's result files of one commit; an unreadable one is named on one line."""
     from asv import results as asv_results
     from asv import util
 
+    out = []
+    for path in sorted((Path(results_dir) / machine).glob(f"{short}-*.json")):
+        try:
+            out.append(asv_results.Results.load(str(path), machine))
+        except (util.UserError, ValueError, KeyError, TypeError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UsageError(f"asv result file {path} cannot be read ({first})") from None
+    return out
+
+
+def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: Path | None,
+                  raw_dir: Path | None = None) -> Side:
     results_dir = Path(results_dir)
     sha = resolve_revision(rev, results_dir, machine, repo)
-    try:
-        found = list(asv_results.iter_results_for_machine_and_hash(str(results_dir), machine, sha[:8]))
-    except util.UserError as e:
-        raise UsageError(f"revision {rev!r}: {e}") from None
+    found = _asv_results(results_dir, machine, sha[:8])
     if not found:
         raise UsageError(f"side {label!r}: no asv results for {sha[:8]} on {machine}")
     if len(found) > 1:
         raise UsageError(f"side {label!r}: {len(found)} environments have results for {sha[:8]}; keep one")
     res = found[0]
+    res_path = results_dir / machine / f"{sha[:8]}-{res.env_name}.json"
     bench_path = results_dir / "benchmarks.json"
     benchmarks = _read_json(bench_path) if bench_path.exists() else {}
     rows, versions = [], set()
@@ -232,9 +337,11 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
         for (case_repr,), samples in zip([(p,) for p in params[0]], res.get_result_samples(key, params)):
             case = case_repr.strip("'\"")
             for k, value in enumerate(samples or []):
-                if value is None or (isinstance(value, float) and math.isnan(value) and metric == "throughput"):
-                    continue
-                rows.append({"run": f"r{k + 1}", "case": case, "metric": metric, "value": float(value) * factor})
+                if value is None or (isinstance(value, float) and math.isnan(value)):
+                    continue  # a failed run (throughput) or a metric the target does not report
+                where = f"{track} sample {k + 1} of {case}"
+                value = _number(value, str(res_path), where, positive=metric == "throughput")
+                rows.append({"run": f"r{k + 1}", "case": case, "metric": metric, "value": value * factor})
     if not rows:
         raise UsageError(f"side {label!r}: no collector samples for {sha[:8]} on {machine}")
     if len(versions) > 1:
@@ -252,6 +359,8 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
         run = f"run{meta['run']}"
         fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
+        env = side.environment or {}
+        side.hardware = {"machine": meta.get("machine"), **{k: env[k] for k in ("cpu", "logical_cpus", "gpu") if k in env}}
         side.pins = {"benchmark_version": meta["version"], **meta.get("profile", {})}
         for when in ("load_start", "load_end"):
             load = meta.get(when) or {}

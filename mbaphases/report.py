@@ -12,7 +12,7 @@ import pandas as pd
 
 from mbaphases import gate as gate_mod
 from mbaphases import tables
-from mbaphases.load import Side
+from mbaphases.load import Side, hardware_differences
 
 SCHEMA = "mbaphases.summary/1"
 DEFINITIONS = {
@@ -49,6 +49,7 @@ class Report:
     min_runs: int
     environment: pd.DataFrame
     input_kind: str
+    cross_machine: list[str]  # hardware differences the user declared intended
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -78,11 +79,14 @@ def environment_table(b: Side, c: Side) -> pd.DataFrame:
 
 
 def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptions=None,
-          dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv") -> Report:
+          dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv",
+          cross_machine: bool = False) -> Report:
     cases = tables.case_order(b, c, pinned_cases)
     thr = tables.throughput_table(b, c, cases)
     disp = tables.dispersion_table(b, c, cases, dispersion_limit)
-    gate_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {})
+    hw = hardware_differences(b, c)
+    gate_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {},
+                                  hardware_diff=None if cross_machine else hw)
     g = pd.DataFrame(gate_rows)
     decisions = []
     for case in cases:
@@ -94,7 +98,8 @@ def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptio
         decisions.append(tables.runs_for_decision(ratio, cvs[0], cvs[1], threshold))
     g["runs_for_decision"] = decisions
     return Report(b, c, cases, thr, tables.phase_table(b, c, cases), tables.attribution_table(b, c, cases), disp,
-                  g, gate_mod.verdict(gate_rows), threshold, min_runs, environment_table(b, c), input_kind)
+                  g, gate_mod.verdict(gate_rows), threshold, min_runs, environment_table(b, c), input_kind,
+                  hw if cross_machine else [])
 
 
 # --- formatting ---------------------------------------------------------------------------------
@@ -193,6 +198,7 @@ def summary(rep: Report) -> dict:
                       "notes": rep.candidate.notes},
         "threshold": rep.threshold,
         "min_runs": rep.min_runs,
+        "cross_machine": rep.cross_machine,
         "verdict": rep.verdict,
         "counts": rep.gate.gate.value_counts().to_dict(),
         "cases": cases,
@@ -221,6 +227,9 @@ def markdown(rep: Report) -> str:
     b, c = rep.baseline, rep.candidate
     counts = ", ".join(f"{n} {s}" for s, n in rep.gate.gate.value_counts().items())
     parts = [
+        *([f"**Cross-machine comparison, declared intended: {'; '.join(rep.cross_machine)}. Absolute "
+           "throughputs from different machines are not comparable; read the ratios with that in mind.**"]
+          if rep.cross_machine else []),
         f"# {c.label} vs {b.label}: collector throughput A/B",
         f"**Verdict: {rep.verdict}** (gate: candidate throughput >= {rep.threshold:.2f} x baseline; {counts}).",
         f"Baseline `{b.revision}` ({b.label}); candidate `{c.revision}` ({c.label}); input: {rep.input_kind}.",
@@ -252,6 +261,8 @@ def write(rep: Report, out: Path) -> dict[str, Path]:
 
 def print_tables(rep: Report, stream) -> None:
     v = view_tables(rep)
+    if rep.cross_machine:
+        print(f"CROSS-MACHINE comparison, declared intended: {'; '.join(rep.cross_machine)}", file=stream)
     print(f"VERDICT: {rep.verdict}  (threshold {rep.threshold:.2f})", file=stream)
     for name in ("gate", "throughput", "phases", "attribution", "dispersion"):
         print(f"\n== {name} ==", file=stream)

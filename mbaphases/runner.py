@@ -65,10 +65,15 @@ def resolve_ref(repo: Path, ref: str) -> str:
 
 
 def load_asv_conf(path: Path) -> dict:
+    from mbaphases import inputs
+
+    inputs.read_text(Path(path), "asv config")
     try:
-        return asv.util.load_json(str(path), js_comments=True)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"asv config {path}: {e}") from None
+        conf = asv.util.load_json(str(path), js_comments=True)
+    except (OSError, ValueError, asv.util.UserError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"asv config {path}: {first}") from None
+    return inputs.check_asv_conf(conf, Path(path))
 
 
 def default_machine(profile: str) -> str:

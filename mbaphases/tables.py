@@ -69,8 +69,8 @@ def phase_table(b: Side, c: Side, cases: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _components(side: Side, case: str) -> dict[str, float] | None:
-    """Per-component medians over runs; components add up to active ms in every run."""
+def attribution_parts(side: Side, case: str) -> pd.DataFrame | None:
+    """Per run (rows), the parts of the active ms per vector step; they add up in every run."""
     v = side.values[side.values.case == case]
     if v.empty:
         return None
@@ -88,9 +88,14 @@ def _components(side: Side, case: str) -> dict[str, float] | None:
         "replay": w["replay_ms"],
         "bookkeeping": w["bookkeeping_ms"],
     })
-    out = parts.median().to_dict()
-    out["active"] = float(w["active_ms"].median()) if "active_ms" in w else float(parts.sum(axis=1, min_count=1).median())
-    return out
+    parts["active"] = w["active_ms"] if "active_ms" in w else parts.sum(axis=1, min_count=1)
+    return parts
+
+
+def _components(side: Side, case: str) -> dict[str, float] | None:
+    """Per-component medians over runs."""
+    parts = attribution_parts(side, case)
+    return None if parts is None else {k: float(x) for k, x in parts.median().items()}
 
 
 def attribution_table(b: Side, c: Side, cases: list[str]) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import math
 import os
@@ -109,22 +110,58 @@ def resolve_cases(args) -> list[str]:
     return cases
 
 
-def compose_case(case: str, num_envs: int, overrides: list[str], seed: int):
+# lower bounds of overridable sizes: below them the run is meaningless, not a failed case
+MINIMUM = {"algo.num_envs": 1, "task.decimation": 1, "sim.nthread": 1, "seed": 0}
+
+
+def _compose(case: str, overrides: list[str]):
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
-    from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from reflab.runtime import RUNTIMES
-
     algo, task, sim = case.split("/")
-    all_overrides = [f"algo.num_envs={num_envs}", f"seed={seed}", *overrides]
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            cfg = compose(config_name=f"{algo}/task/{task}/{sim}", overrides=all_overrides)
+            return compose(config_name=f"{algo}/task/{task}/{sim}", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as e:
         first = str(e).splitlines()[0]
         raise UsageError(f"case {case}: bad override ({first}); given: {' '.join(overrides) or 'none'}") from None
+
+
+def _check_override(case: str, override: str, cfg, defaults) -> None:
+    """An override may only set an existing key to a value of its type, finite and in range."""
+    from omegaconf import OmegaConf
+
+    key, _, _ = override.partition("=")
+    if key.startswith(("+", "~")):
+        raise UsageError(f"case {case}: --override {override}: adding or deleting keys is not supported; "
+                         "override existing keys only")
+    default = OmegaConf.select(defaults, key, throw_on_missing=False)
+    value = OmegaConf.select(cfg, key, throw_on_missing=False)
+    if OmegaConf.is_config(value):
+        return
+    kinds = {bool: (bool,), int: (int,), float: (int, float)}
+    want = kinds.get(type(default))
+    if want and (isinstance(value, bool) is not (type(default) is bool) or not isinstance(value, want)):
+        raise UsageError(f"case {case}: --override {override}: {key} must be {type(default).__name__} "
+                         f"(default {default!r}), got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"case {case}: --override {override}: {key} must be finite, got {value!r}")
+    if key in MINIMUM and isinstance(value, int) and value < MINIMUM[key]:
+        raise UsageError(f"case {case}: --override {override}: {key} must be >= {MINIMUM[key]}")
+
+
+def compose_case(case: str, num_envs: int, overrides: list[str], seed: int):
+    from omegaconf import OmegaConf
+
+    from reflab.envs import RUNTIMES
+
+    base = [f"algo.num_envs={num_envs}", f"seed={seed}"]
+    cfg = _compose(case, [*base, *overrides])
+    if overrides:
+        defaults = _compose(case, base)
+        for o in overrides:
+            _check_override(case, o, cfg, defaults)
     if cfg.sim.nthread is None:
         cfg.sim.nthread = os.cpu_count() or 1
     if cfg.runtime not in RUNTIMES:
@@ -218,6 +255,35 @@ def print_table(results: list[dict], errors: list[dict]) -> None:
         print(f"FAILED {e['case']}: {e['type']}: {e['message']}")
 
 
+def _check_output(path: str, flag: str) -> None:
+    """Make the output's folder and prove a file can be written there (removed again)."""
+    import tempfile
+
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{flag} {path} is a directory; give a file path")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=p.parent, prefix=".write-check-"):
+            pass
+        if p.exists() and not os.access(p, os.W_OK):
+            raise PermissionError(path)
+    except OSError:
+        raise UsageError(f"{flag} {path} is not writable") from None
+
+
+def _write_or_keep(path: str, text: str) -> None:
+    """Write an output; if that fails after measuring, keep the text in a file it names."""
+    import tempfile
+
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        keep = Path(tempfile.mkstemp(prefix="reflab-bench-", suffix=Path(path).suffix)[1])
+        keep.write_text(text)
+        raise UsageError(f"cannot write {path} ({e.strerror}); the results are kept in {keep}") from None
+
+
 def run(argv=None) -> int:
     args = build_parser().parse_args(argv)
     for name in ("num_envs", "measure_steps", "replay_capacity_steps"):
@@ -225,6 +291,12 @@ def run(argv=None) -> int:
             raise UsageError(f"--{name.replace('_', '-')}={getattr(args, name)} must be > 0")
     if args.warmup_steps < 0:
         raise UsageError(f"--warmup-steps={args.warmup_steps} must be >= 0")
+    if args.seed < 0:
+        raise UsageError(f"--seed={args.seed} must be >= 0")
+    # where the results go is checked before anything is measured
+    _check_output(args.out_json, "--out-json")
+    if args.out_csv:
+        _check_output(args.out_csv, "--out-csv")
     from reflab.collector import collector_torch_threads
 
     try:
@@ -278,18 +350,15 @@ def run(argv=None) -> int:
                        "host": provenance.host(), "thread_env": provenance.thread_env(),
                        "git": provenance.git_state(Path.cwd())},
     }
-    out_json = Path(args.out_json)
-    out_json.parent.mkdir(parents=True, exist_ok=True)
-    out_json.write_text(json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n")
+    _write_or_keep(args.out_json, json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n")
     if args.out_csv:
         rows = [csv_row(r) for r in results]
-        out_csv = Path(args.out_csv)
-        out_csv.parent.mkdir(parents=True, exist_ok=True)
-        with out_csv.open("w", newline="") as f:
-            if rows:
-                w = csv.DictWriter(f, fieldnames=list(rows[0]))
-                w.writeheader()
-                w.writerows(rows)
+        buf = io.StringIO(newline="")
+        if rows:
+            w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        _write_or_keep(args.out_csv, buf.getvalue())
     print_table(results, errors)
     return 1 if errors else 0
 
@@ -303,6 +372,14 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted; no JSON written", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - 0/1 are the run's outcome; an internal error is 3
+        import tempfile
+        import traceback
+
+        log = Path(tempfile.gettempdir()) / f"reflab-bench-error-{os.getpid()}.log"
+        log.write_text(traceback.format_exc())
+        print(f"error: internal error {type(e).__name__}: {e} (traceback in {log})", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

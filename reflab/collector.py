@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from reflab.runtime import VecEnv, make_env
+from reflab.envs import make_env
+from reflab.runtime import VecEnv
 
 DEFAULT_TORCH_THREADS = 8
 THREADS_ENV = "UNILAB_COLLECTOR_TORCH_THREADS"

@@ -39,6 +39,7 @@ def host() -> dict[str, str]:
     import torch
 
     return {
+        "node": platform.node(),
         "platform": platform.platform(),
         "kernel": platform.release(),
         "cpu": _cpu_model(),

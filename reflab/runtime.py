@@ -1,5 +1,7 @@
 """What every runtime (direct or manager-based) shares: the step skeleton with
-its timers, the random streams, and the env factory.
+its timers and the random streams. The factory that picks a runtime is
+``reflab.envs.make_env``: the concrete runtimes import this module, so it
+cannot import them.
 
 ``VecEnv.step`` runs four timed parts, the field's env.step sub-timings:
 apply_action, step_core (one physics dispatch + state read), update_state
@@ -17,7 +19,6 @@ from omegaconf import DictConfig
 from reflab import ASSETS_DIR
 from reflab.sim import make_backend
 
-RUNTIMES = ("direct", "mba")
 # Separate random streams per purpose, so that both runtimes draw the same
 # numbers for the same purpose whatever order their code runs in.
 RNG_STREAMS = ("command", "events", "noise")
@@ -89,7 +90,7 @@ class VecEnv:
         t0 = time.perf_counter_ns()
         self._apply_action(actions)
         t1 = time.perf_counter_ns()
-        self._diverged = self.backend.step(self._ctrl, self.decimation)
+        self._diverged = self._step_physics()
         t2 = time.perf_counter_ns()
         self._update_state()
         t3 = time.perf_counter_ns()
@@ -108,6 +109,10 @@ class VecEnv:
     def close(self) -> None:
         self.backend.close()
 
+    def _step_physics(self) -> np.ndarray:
+        """One dispatch holding the control target over the substeps; the ids of diverged envs."""
+        return self.backend.step(self._ctrl, self.decimation)
+
     # the runtime-specific parts
     def _apply_action(self, actions: np.ndarray) -> None:
         raise NotImplementedError
@@ -120,16 +125,3 @@ class VecEnv:
 
     def _reset_envs(self, ids: np.ndarray) -> None:
         raise NotImplementedError
-
-
-def make_env(cfg: DictConfig) -> VecEnv:
-    runtime = cfg.runtime
-    if runtime == "direct":
-        from reflab.direct import DIRECT_ENVS
-
-        return DIRECT_ENVS[cfg.task.name](cfg)
-    if runtime == "mba":
-        from reflab.manager.env import ManagerBasedEnv
-
-        return ManagerBasedEnv(cfg)
-    raise ValueError(f"unknown runtime {runtime!r}; valid: {', '.join(RUNTIMES)}")

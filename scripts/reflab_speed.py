@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reflab.bench import SEED_CASES, compose_case  # noqa: E402
 from reflab.collector import collector_torch_threads, run_collector  # noqa: E402
-from reflab.runtime import make_env  # noqa: E402
+from reflab.envs import make_env  # noqa: E402
 
 
 def collector_run(case, runtime, n, warmup, measure):

@@ -75,7 +75,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(root, tmp_path, args, n
 
 
 def test_case_crashing_mid_run_is_reported(root, tmp_path, schema):
-    bad = ["--override", "task.decimation=0"]  # composes, then fails in the physics step
+    bad = ["--override", "task.default_joint_pos=[0.0]"]  # composes, then fails building the env
     out = tmp_path / "r.json"
     p = run_entry(root, "--cases", "sac/g1_walk_flat/mujoco,sac/g1_walk_flat/motrix", *SMALL, *bad, "--out-json", str(out))
     assert p.returncode == 1 and not out.exists()

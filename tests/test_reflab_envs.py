@@ -4,7 +4,7 @@ import pytest
 
 from conftest import compose
 from reflab.bench import SEED_CASES
-from reflab.runtime import make_env
+from reflab.envs import make_env
 
 N = 16
 

@@ -62,10 +62,11 @@ def test_page_links_from_asv_index_once(rep, tmp_path):
     html_root.mkdir()
     (html_root / "index.html").write_text("<html><body>asv</body></html>")
     for _ in range(2):
-        page_mod.write_page(rep, html_root / "mbaphases", asv_html=html_root)
+        page_mod.write_page(rep, html_root / "mbaphases")
+        page_mod.link_from_asv(html_root, html_root / "mbaphases")
     index = (html_root / "index.html").read_text()
     assert index.count('href="mbaphases/index.html"') == 1
-    assert (html_root / "mbaphases" / "raw" / "baseline" / "b_run1.json").is_file()
+    assert (html_root / "mbaphases" / "raw" / "baseline" / "01-b_run1.json").is_file()
 
 
 def test_page_renders_in_headless_chromium(rep, tmp_path):
@@ -73,7 +74,8 @@ def test_page_renders_in_headless_chromium(rep, tmp_path):
     html_root = tmp_path / "html"
     html_root.mkdir()
     (html_root / "index.html").write_text("<html><body>asv</body></html>")
-    page = page_mod.write_page(rep, html_root / "mbaphases", asv_html=html_root)
+    page = page_mod.write_page(rep, html_root / "mbaphases")
+    page_mod.link_from_asv(html_root, html_root / "mbaphases")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html_root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

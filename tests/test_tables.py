@@ -92,7 +92,7 @@ def test_failed_run_misaligned_config_and_exceptions(tmp_path):
     b = load.load_raw_side("b", side_files(tmp_path, "b", b_runs))
     c = load.load_raw_side("c", side_files(tmp_path, "c", [{CASE_A: {"obs_dim": 50}, CASE_B: {}} for _ in range(3)]))
     rows = {r["case"]: r for r in gate.evaluate(b, c, [CASE_A, CASE_B], 0.9, 3, {})}
-    assert rows[CASE_B]["gate"] == "MISSING" and "failed in b_run3" in rows[CASE_B]["note"]
+    assert rows[CASE_B]["gate"] == "MISSING" and "b_run3.json" in rows[CASE_B]["note"]
     assert rows[CASE_A]["gate"] == "MISALIGNED" and "obs_dim" in rows[CASE_A]["note"]
     assert gate.verdict(list(rows.values())) == "INCOMPLETE"
     # an exception with an own threshold: the rule applies at that threshold
@@ -124,8 +124,7 @@ def test_cli_writes_report_files_and_exit_status(tmp_path):
     b = side_files(tmp_path, "b", [{CASE_A: {"env_step": env_step_for(t)}} for t in (1000, 1010, 990)])
     c = side_files(tmp_path, "c", [{CASE_A: {"env_step": env_step_for(t)}} for t in (950, 960, 955)])
     out = tmp_path / "rep"
-    p = run_cli("report", "--out", str(out), "--baseline-raw", *b, "--candidate-raw", str(tmp_path / "c_run*.json"),
-                "--pins", "none.toml", cwd=tmp_path)
+    p = run_cli("report", "--out", str(out), "--baseline-raw", *b, "--candidate-raw", str(tmp_path / "c_run*.json"), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["verdict"] == "PASS" and s["threshold"] == 0.9
@@ -140,22 +139,20 @@ def test_cli_writes_report_files_and_exit_status(tmp_path):
         assert (out / f).stat().st_size > 0
     md = (out / "report.md").read_text()
     assert "1,000 [990, 1,010]" in md and "Verdict: PASS" in md
-    p = run_cli("report", "--out", str(out), "--baseline-raw", *b, "--candidate-raw", *c, "--threshold", "0.99",
-                "--pins", "none.toml", cwd=tmp_path)
+    p = run_cli("report", "--out", str(out), "--baseline-raw", *b, "--candidate-raw", *c, "--threshold", "0.99", cwd=tmp_path)
     assert p.returncode == 1 and json.loads((out / "summary.json").read_text())["verdict"] == "FAIL"
 
 
 @pytest.mark.parametrize("make, needle", [
     (lambda d: d / "missing.json", "missing.json"),
     (lambda d: (d / "bad.json").write_text("{not json") and d / "bad.json", "bad.json is not valid JSON"),
-    (lambda d: (d / "nan.json").write_text(json.dumps(E.doc([E.case_result(CASE_A)])).replace('"collector_active_steps_per_sec": 10000.0', '"collector_active_steps_per_sec": NaN')) and d / "nan.json", "nan.json: NaN"),
+    (lambda d: (d / "nan.json").write_text(json.dumps(E.doc([E.case_result(CASE_A)])).replace('"collector_active_steps_per_sec": 10000.0', '"collector_active_steps_per_sec": NaN')) and d / "nan.json", "collector_active_steps_per_sec of sac/g1_walk_flat/mujoco is None"),
     (lambda d: (d / "other.json").write_text("{}") and d / "other.json", "not an offpolicy_collector_active"),
 ])
 def test_bad_raw_input_is_one_line(tmp_path, make, needle):
     good = side_files(tmp_path, "g", [{CASE_A: {}}])
     bad = make(tmp_path)
-    p = run_cli("report", "--out", str(tmp_path / "r"), "--baseline-raw", *good, "--candidate-raw", str(bad),
-                "--pins", "none.toml", cwd=tmp_path)
+    p = run_cli("report", "--out", str(tmp_path / "r"), "--baseline-raw", *good, "--candidate-raw", str(bad), cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in p.stderr
@@ -164,6 +161,5 @@ def test_bad_raw_input_is_one_line(tmp_path, make, needle):
 def test_mixed_pinned_parameters_in_a_side_are_refused(tmp_path):
     a = E.write(tmp_path / "a.json", E.doc([E.case_result(CASE_A)], num_envs=100))
     b = E.write(tmp_path / "b.json", E.doc([E.case_result(CASE_A, num_envs=200)], num_envs=200))
-    p = run_cli("report", "--out", str(tmp_path / "r"), "--baseline-raw", a, b, "--candidate-raw", a,
-                "--pins", "none.toml", cwd=tmp_path)
+    p = run_cli("report", "--out", str(tmp_path / "r"), "--baseline-raw", a, b, "--candidate-raw", a, cwd=tmp_path)
     assert p.returncode == 2 and "mixes pinned parameters" in p.stderr

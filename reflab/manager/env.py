@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
+from reflab.manager import dev_costs
+
 from reflab.manager.managers import (ActionManager, CommandManager, EventManager, ObservationManager,
                                      RewardManager, TerminationManager)
 from reflab.manager.state import StateCache
@@ -38,6 +40,11 @@ class ManagerBasedEnv(VecEnv):
     def _apply_action(self, actions):
         self.action_manager.process(actions)
 
+    def _step_physics(self):
+        if not dev_costs.PER_SUBSTEP_DISPATCH:
+            return super()._step_physics()
+        return self.backend.step_each_substep(self._ctrl, self.decimation, self.action_manager.apply)
+
     def _update_state(self):
         self.episode_step += 1
         self.command_manager.compute(self.step_dt)
@@ -52,6 +59,10 @@ class ManagerBasedEnv(VecEnv):
         self.action_manager.post_step()
 
     def _save_terminal_obs(self, ids):
+        if dev_costs.PER_ENV_RESET:
+            for k in range(len(ids)):
+                self.observation_manager.save_terminal(ids[k:k + 1])
+            return
         self.observation_manager.save_terminal(ids)
 
     def _reset_envs(self, ids):
@@ -60,5 +71,13 @@ class ManagerBasedEnv(VecEnv):
         self.action_manager.reset(ids)
         self.episode_step[ids] = 0
         self.state.reset(ids)
+        if dev_costs.PER_ENV_RESET:
+            # the first version: env by env, each reset refreshing every env's state,
+            # command metrics and observation terms, of which it keeps its own row
+            for k in range(len(ids)):
+                self.state.refresh(slice(None))
+                self.command_manager.update_metrics(slice(None))
+                self.observation_manager.compute_keeping(ids[k:k + 1])
+            return
         self.command_manager.update_metrics(ids)
         self.observation_manager.compute(ids)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from reflab.manager import dev_costs
 from reflab.manager.mdp import MODULES
 from reflab.runtime import add_uniform_noise
 
@@ -77,6 +78,12 @@ def _check_output(env, manager, term, value, width, kind):
         raise _term_error(env, manager, term.name, f"returned dtype {value.dtype}, expected a float array")
 
 
+def _reread_for_term(env, rows) -> None:
+    # the first version's step path: each term read and derived the state on its own
+    if dev_costs.PER_TERM_STATE and isinstance(rows, slice):
+        env.state.reread()
+
+
 class ActionManager:
     def __init__(self, env, cfg):
         if len(cfg) != 1:
@@ -92,6 +99,10 @@ class ActionManager:
 
     def process(self, actions):
         np.copyto(self.actions, actions)
+        self.apply()
+
+    def apply(self):
+        """Actions -> the control target (per physics substep in the first version)."""
         self.term.process(self.actions, self.ctrl)
 
     def post_step(self):
@@ -147,13 +158,39 @@ class ObservationGroup:
         self.buffer = np.zeros((env.num_envs, self.dim), dtype=np.float32)
         self.terminal = np.zeros_like(self.buffer)
         self._noise = np.zeros_like(self.buffer)
+        self.nonfinite_rows = 0
+
+    def _term_values(self, rows, reread: bool = False) -> list[np.ndarray]:
+        values = []
+        for term in self.terms:
+            if reread:
+                _reread_for_term(self.env, rows)
+            value = term.func(self.env, rows, **term.params)
+            scale = term.cfg.get("scale")
+            values.append(value if scale is None else value * scale)
+        return values
 
     def compute(self, rows):
         env, out = self.env, self.buffer
-        for term, sl in zip(self.terms, self.slices):
-            value = term.func(env, rows, **term.params)
-            scale = term.cfg.get("scale")
-            out[rows, sl] = value if scale is None else value * scale
+        if dev_costs.PER_TERM_STATE and isinstance(rows, slice):
+            # the first version: per-term temporaries, one concatenation, a NaN check
+            block = np.concatenate(self._term_values(rows, reread=True), axis=1)
+            self.nonfinite_rows += int((~np.isfinite(block)).any(axis=1).sum())
+            out[rows] = block
+        else:
+            for term, sl in zip(self.terms, self.slices):
+                value = term.func(env, rows, **term.params)
+                scale = term.cfg.get("scale")
+                out[rows, sl] = value if scale is None else value * scale
+        self._noise_and_clip(rows)
+
+    def compute_keeping(self, ids):
+        """Every term over every env; only the rows ``ids`` are kept (the first version's reset)."""
+        self.buffer[ids] = np.concatenate([v[ids] for v in self._term_values(slice(None))], axis=1)
+        self._noise_and_clip(ids)
+
+    def _noise_and_clip(self, rows):
+        env, out = self.env, self.buffer
         if self.add_noise:
             add_uniform_noise(env.rng["noise"], out, rows, self.noise_scale, self._noise)
         if self.clip is not None:
@@ -171,6 +208,10 @@ class ObservationManager:
         # the critic group reads no noise, so group order does not matter
         for g in self.groups.values():
             g.compute(rows)
+
+    def compute_keeping(self, ids):
+        for g in self.groups.values():
+            g.compute_keeping(ids)
 
     def save_terminal(self, ids):
         for g in self.groups.values():
@@ -192,6 +233,7 @@ class RewardManager:
     def compute(self, dt, out):
         env, v = self.env, self.values
         for i, t in enumerate(self.terms):
+            _reread_for_term(env, slice(None))
             v[:, i] = t.func(env, slice(None), **t.params)
         v *= self.weights * dt
         np.sum(v, axis=1, out=out)
@@ -208,6 +250,7 @@ class TerminationManager:
         terminated[:] = False
         truncated[:] = False
         for t in self.terms:
+            _reread_for_term(self.env, slice(None))
             target = truncated if t.cfg.get("time_out", False) else terminated
             target |= t.func(self.env, slice(None), **t.params)
 
@@ -226,4 +269,9 @@ class EventManager:
         qvel = np.zeros((len(ids), b.layout.nv))
         for t in self.terms:
             t.func(self.env, ids, qpos, qvel, **t.params)
+        if dev_costs.PER_ENV_RESET:
+            # the first version: the engine is reset one env at a time
+            for k in range(len(ids)):
+                b.reset(ids[k:k + 1], qpos[k:k + 1], qvel[k:k + 1])
+            return
         b.reset(ids, qpos, qvel)

@@ -52,6 +52,16 @@ class StateCache:
         for k, sl in enumerate(self._bodies):
             self.body_pos[rows, k] = sd[rows, sl]
 
+    def reread(self) -> None:
+        """Read the engine state again and derive everything from it, for every
+        env: what each term paid in the first version (``dev_costs.PER_TERM_STATE``)."""
+        qpos, qvel, sensordata = self.backend.read_fresh()
+        projected_gravity(qpos[:, 3:7], out=self.gravity_b)
+        for k, sl in enumerate(self._foot):
+            self.foot_z[:, k] = sensordata[:, sl][:, 2]
+        for k, sl in enumerate(self._bodies):
+            self.body_pos[:, k] = sensordata[:, sl]
+
     def update_contacts(self) -> None:
         """Per step (all envs): contact and first contact against the air time so far."""
         np.less(self.foot_z, self.foot_contact_height, out=self.contact)

@@ -27,6 +27,7 @@ class MujocoBackend(Backend):
         self._qpos_cols = slice(1, 1 + nq)
         self._qvel_cols = slice(1 + nq, 1 + nq + nv)
         self._state[:] = self._spec_state
+        self._sensor_raw = np.zeros((self.num_envs, self.layout.nsensordata))
         self.reset(np.arange(self.num_envs), np.tile(self.home_qpos, (self.num_envs, 1)),
                    np.zeros((self.num_envs, nv)))
 
@@ -55,6 +56,7 @@ class MujocoBackend(Backend):
         self.qpos[env_ids] = state[:, self._qpos_cols]
         self.qvel[env_ids] = state[:, self._qvel_cols]
         self.sensordata[env_ids] = sensordata
+        self._sensor_raw[env_ids] = sensordata  # what a later read of the engine state returns
 
     def close(self):
         self.pool.close()

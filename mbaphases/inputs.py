@@ -1,0 +1,165 @@
+"""Every file a user hands the suite, read and checked in one place.
+
+pins.toml, the maintainer's exceptions file and the asv config are validated
+against JSON schemas (jsonschema), so a wrong type, a missing key or an unknown
+key (a typo such as ``[[exceptions]]``) is one message naming the file, the key
+and what is valid.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from pathlib import Path
+
+import jsonschema
+
+from mbaphases.errors import UsageError
+
+_POSITIVE_INT = {"type": "integer", "minimum": 1}
+_THRESHOLD = {"type": "number", "exclusiveMinimum": 0, "finite": True}
+_SIDE = {"type": "object", "required": ["ref", "label"], "additionalProperties": False,
+         "properties": {"ref": {"type": "string", "minLength": 1}, "label": {"type": "string", "minLength": 1}}}
+PROFILE_KEYS = ("num_envs", "warmup_steps", "measure_steps", "replay_capacity_steps", "torch_threads")
+
+PINS_SCHEMA = {
+    "type": "object",
+    "required": ["profile", "runs", "cases", "baseline", "candidate", "profiles"],
+    "additionalProperties": False,
+    "properties": {
+        "profile": {"type": "string"},
+        "runs": _POSITIVE_INT,
+        "cases": {"type": "array", "minItems": 1, "uniqueItems": True,
+                  "items": {"type": "string", "pattern": "^[^/]+/[^/]+/[^/]+$"}},
+        "baseline": _SIDE,
+        "candidate": _SIDE,
+        "profiles": {"type": "object", "minProperties": 1, "additionalProperties": {
+            "type": "object", "required": list(PROFILE_KEYS), "additionalProperties": False,
+            "properties": {k: _POSITIVE_INT for k in PROFILE_KEYS}}},
+        "gate": {"type": "object", "additionalProperties": False, "properties": {
+            "threshold": _THRESHOLD, "min_runs": _POSITIVE_INT, "exceptions": {"type": "string", "minLength": 1}}},
+    },
+}
+
+EXCEPTIONS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"exception": {"type": "array", "items": {
+        "type": "object", "required": ["case", "reason"], "additionalProperties": False,
+        "properties": {"case": {"type": "string", "minLength": 1}, "reason": {"type": "string", "minLength": 1},
+                       "threshold": _THRESHOLD, "decided_by": {"type": "string"}, "decided_on": {}}}}},
+}
+
+ASV_CONF_SCHEMA = {
+    "type": "object",
+    "required": ["version", "repo"],
+    "properties": {"repo": {"type": "string", "minLength": 1}, "results_dir": {"type": "string"},
+                   "html_dir": {"type": "string"}, "branches": {"type": "array", "items": {"type": "string"}}},
+}
+
+
+def _finite_check(checker, instance):
+    return not isinstance(instance, float) or math.isfinite(instance)
+
+
+def _finite_keyword(validator, value, instance, schema):
+    if value and isinstance(instance, float) and not math.isfinite(instance):
+        yield jsonschema.ValidationError(f"{instance!r} is not a finite number")
+
+
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"finite": _finite_keyword})
+
+
+def _where(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "top level"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        return f"unknown key {', '.join(map(repr, extra))}; valid: {', '.join(allowed)}"
+    if error.validator == "type":
+        return f"{error.instance!r} is not of type {error.validator_value}"
+    if error.validator in ("minimum", "exclusiveMinimum"):
+        op = ">=" if error.validator == "minimum" else ">"
+        return f"{error.instance!r} must be {op} {error.validator_value}"
+    return error.message
+
+
+def validate(doc, schema: dict, what: str) -> None:
+    errors = sorted(_Validator(schema).iter_errors(doc), key=lambda e: (len(e.absolute_path), e.path))
+    if errors:
+        e = errors[0]
+        raise UsageError(f"{what}: {_where(e)}: {_describe(e)}")
+
+
+def read_text(path: Path, what: str) -> str:
+    """A file the user named: it must exist, be a file and be UTF-8."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{what} {path} not found")
+    if path.is_dir():
+        raise UsageError(f"{what} {path} is a directory, not a file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what} {path} is not UTF-8 text") from None
+    except OSError as e:
+        raise UsageError(f"cannot read {what} {path}: {e.strerror}") from None
+
+
+def read_toml(path: Path, what: str) -> dict:
+    text = read_text(path, what)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{what} {path} is not valid TOML: {e}") from None
+
+
+def load_pins(path: Path) -> dict:
+    doc = read_toml(path, "pins file")
+    validate(doc, PINS_SCHEMA, f"pins file {path}")
+    if doc["profile"] not in doc["profiles"]:
+        raise UsageError(f"pins file {path}: profile {doc['profile']!r} is not one of its profiles "
+                         f"({', '.join(doc['profiles'])})")
+    if doc["baseline"]["label"] == doc["candidate"]["label"]:
+        raise UsageError(f"pins file {path}: baseline and candidate share the label {doc['baseline']['label']!r}")
+    return doc
+
+
+def load_exceptions_doc(path: Path) -> dict:
+    doc = read_toml(path, "exceptions file")
+    validate(doc, EXCEPTIONS_SCHEMA, f"exceptions file {path}")
+    return doc
+
+
+def check_asv_conf(conf: dict, path: Path) -> dict:
+    validate(conf, ASV_CONF_SCHEMA, f"asv config {path}")
+    return conf
+
+
+def writable_dir(path: Path, flag: str) -> Path:
+    """An output directory: a directory or a path that can be made one."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path} is a file; give a directory")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(f"{flag} {path}: {probe} is a file, not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path} is not writable")
+    return path
+
+
+def writable_file(path: Path, flag: str) -> Path:
+    """An output file: not a directory, in a directory that is or can be made writable."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{flag} {path} is a directory; give a file path")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{flag} {path} is not writable")
+    writable_dir(path.parent, flag)
+    return path

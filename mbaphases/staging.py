@@ -1,0 +1,36 @@
+"""Outputs appear complete or not at all.
+
+Files are written into a temporary directory beside the destination and moved
+into place only once everything was written, so a failure leaves the previous
+output as it was and no partial files. Only the files written are replaced;
+anything else already in the destination is left alone.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+class Stage:
+    def __init__(self, final: Path, fresh_subdirs: tuple[str, ...] = ()):
+        self.final = Path(final).resolve()
+        self.fresh_subdirs = fresh_subdirs  # replaced whole (their old files would mislead)
+        anchor = self.final
+        while not anchor.exists():
+            anchor = anchor.parent
+        self.dir = Path(tempfile.mkdtemp(prefix=".mbaphases-stage-", dir=anchor))
+
+    def publish(self) -> None:
+        for sub in self.fresh_subdirs:
+            if (self.dir / sub).is_dir() and (self.final / sub).is_dir():
+                shutil.rmtree(self.final / sub)
+        for src in sorted(p for p in self.dir.rglob("*") if p.is_file()):
+            dest = self.final / src.relative_to(self.dir)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dest)
+        self.discard()
+
+    def discard(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,19 @@
+"""The env factory: the one place that knows every runtime."""
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from reflab.direct import DIRECT_ENVS
+from reflab.manager.env import ManagerBasedEnv
+from reflab.runtime import VecEnv
+
+RUNTIMES = ("direct", "mba")
+
+
+def make_env(cfg: DictConfig) -> VecEnv:
+    runtime = cfg.runtime
+    if runtime == "direct":
+        return DIRECT_ENVS[cfg.task.name](cfg)
+    if runtime == "mba":
+        return ManagerBasedEnv(cfg)
+    raise ValueError(f"unknown runtime {runtime!r}; valid: {', '.join(RUNTIMES)}")

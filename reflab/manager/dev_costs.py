@@ -1,0 +1,25 @@
+"""The three costs the field measured in its first manager-based runtime, as code.
+
+The demo history (``mbaphases demo-repo``) rewrites this file per commit:
+``mba-dev`` has all three, each ``opt/`` commit removes one, ``mba-next`` none.
+They are source, not configuration, so no benchmark override can flip them.
+Each changes how the work is done, not what it computes (see the parity tests;
+the one exception is named on PER_SUBSTEP_DISPATCH).
+
+* PER_SUBSTEP_DISPATCH: the action is applied and the physics dispatched once
+  per physics substep instead of once per control step. On MuJoCo the pool
+  restarts the solver's warmstart at every dispatch, so trajectories differ
+  within solver tolerance; on MotrixSim they are identical.
+* PER_TERM_STATE: in the step path every observation, reward and termination
+  term reads the engine state again and derives what it needs (gravity in the
+  base frame, foot heights, body positions) for every env, and observation
+  groups build per-term temporaries, concatenate them and check them for NaN.
+* PER_ENV_RESET: the reset path works env by env in Python: one engine reset
+  per env, and per reset env a refresh of every env's state, command metrics
+  and observation terms, of which only that env's row is kept; terminal
+  observations are saved env by env. Random draws stay batched, so the numbers
+  drawn are the same.
+"""
+PER_SUBSTEP_DISPATCH = False
+PER_TERM_STATE = False
+PER_ENV_RESET = False
