@@ -44,7 +44,7 @@ def doc(results, errors=(), num_envs=100, measure=2):
 
 def write(path, document):
     """One run's file; its creation time is its own (identical content would be the same run)."""
-    document = {**document, "created_at": f"2026-01-01T00:00:00 {path.name}"}
+    document = {**document, "created_at": f"2026-01-01T00:00:00 {path}"}
     path.write_text(json.dumps(document))
     return str(path)
 

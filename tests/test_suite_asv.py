@@ -148,13 +148,46 @@ def test_report_from_asv_results(ab, tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--baseline", "no-such-branch"], "unknown revision 'no-such-branch'"),
+    (["--baseline", "no-such-branch"], "'no-such-branch' does not resolve"),
     (["--machine", "elsewhere"], "machine 'elsewhere'"),
 ])
 def test_report_bad_revision_or_machine(ab, tmp_path, args, needle):
     suite, _, _ = ab
     r = run_mbaphases(suite, "report", "--out", str(tmp_path / "x"), *args)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("corruption, needle", [
+    ("truncate", "cannot be read"),
+    ("string", "'fast', not a number"),
+    ("zero", "must be finite and > 0"),
+])
+def test_report_from_corrupted_asv_results_is_one_line(ab, tmp_path, corruption, needle):
+    suite, shas, _ = ab
+    results = tmp_path / "results"
+    shutil.copytree(suite / "results", results)
+    (path,) = (results / "testbox").glob(f"{shas['slow-broken'][:8]}-*.json")
+    text = path.read_text()
+    if corruption == "truncate":
+        path.write_text(text[: len(text) // 2])
+    else:
+        doc = json.loads(text)
+        row = doc["results"]["collector.CollectorActive.track_throughput"]
+        samples = row[doc["result_columns"].index("samples")]
+        samples[0] = ["fast", *samples[0][1:]] if corruption == "string" else [0.0 for _ in samples[0]]
+        path.write_text(json.dumps(doc))
+    r = run_mbaphases(suite, "report", "--out", str(tmp_path / "x"), "--results", str(results), "--machine", "testbox",
+                      "--baseline", shas["main"], "--candidate", shas["slow-broken"])
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0] and str(path.name) in lines[0], r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_report_with_results_dir_and_branch_names_says_why(ab, tmp_path):
+    suite, _, _ = ab
+    r = run_mbaphases(suite, "report", "--out", str(tmp_path / "x"), "--results", str(suite / "results"),
+                      "--machine", "testbox", "--baseline", "main", "--candidate", "slow-broken")
+    assert r.returncode == 2 and "no repository to resolve names" in r.stderr
 
 
 def test_lock_refuses_a_concurrent_formal_run(ab):
