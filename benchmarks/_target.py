@@ -158,7 +158,9 @@ def run_entry(pins: dict) -> dict:
     while (out_dir / f"run{k}.meta.json").exists():
         k += 1
     stem = out_dir / f"run{k}"
-    meta = {"machine": machine, "commit": commit, "run": k, "profile": prof, "cases": pins["cases"],
+    # one `mbaphases run` is one batch; runs from plain asv are grouped by the day they ran
+    batch = os.environ.get("MBAPHASES_BATCH") or f"asv-{time.strftime('%Y-%m-%d')}"
+    meta = {"machine": machine, "commit": commit, "run": k, "batch": batch, "profile": prof, "cases": pins["cases"],
             "baseline": pins["baseline"], "candidate": pins["candidate"], "version": pins_version(pins),
             "load_start": host_load()}
     cmd = [sys.executable, str(target / ENTRY_REL), "--cases", ",".join(pins["cases"]),

@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--candidate-label", default=None)
     rp.add_argument("--threshold", type=float, default=None)
     rp.add_argument("--min-runs", type=int, default=None)
+    rp.add_argument("--confidence", type=float, default=None,
+                    help="confidence of the ratio's interval the gate decides on (default: pins gate.confidence, 0.90)")
     rp.add_argument("--exceptions", default=None, help="maintainer's exceptions file (TOML)")
     rp.add_argument("--dispersion-limit", type=float, default=0.05, help="flag range above this share")
     rp.add_argument("--html", default=None, help="also write the HTML page here (e.g. html/mbaphases, linked from asv's html/)")

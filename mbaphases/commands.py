@@ -78,7 +78,10 @@ def report_command(args) -> int:
     g = pins.get("gate", {})
     threshold = args.threshold if args.threshold is not None else float(g.get("threshold", 0.90))
     min_runs = args.min_runs if args.min_runs is not None else int(g.get("min_runs", 3))
+    confidence = args.confidence if args.confidence is not None else float(g.get("confidence", 0.90))
     _check_number(threshold, "--threshold", 0, inclusive=False)
+    if not (math.isfinite(confidence) and 0 < confidence < 1):
+        raise UsageError(f"--confidence {confidence} must be between 0 and 1 (e.g. 0.90)")
     _check_number(args.dispersion_limit, "--dispersion-limit", 0, inclusive=True)
     if min_runs < 1:
         raise UsageError(f"--min-runs {min_runs} must be >= 1")
@@ -97,7 +100,7 @@ def report_command(args) -> int:
     cases = report.tables.case_order(b, c, pinned_cases)
     exceptions = gate_mod.load_exceptions(exc_path, cases)
     rep = report.build(b, c, threshold, min_runs, exceptions, args.dispersion_limit, pinned_cases, kind,
-                       cross_machine=args.cross_machine)
+                       cross_machine=args.cross_machine, confidence=confidence)
     stages = [Stage(out)]
     try:
         report.write(rep, stages[0].dir)

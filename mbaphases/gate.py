@@ -1,21 +1,23 @@
 """The gate: is the candidate's throughput at least ``threshold`` x baseline?
 
-Per case, from the per-run throughputs:
-* PASS: even the worst pairing clears it (min candidate / max baseline >= threshold);
-* FAIL: even the best pairing misses it (max candidate / min baseline < threshold);
-* INCONCLUSIVE: between the two;
+Per case, from the per-run throughputs, on the distribution-free confidence
+interval of the ratio candidate / baseline at the stated confidence (default
+90%; see mbaphases.interval):
+* PASS: the interval's lower end clears the threshold;
+* FAIL: its upper end is below the threshold;
+* INCONCLUSIVE: the threshold lies inside it (or the runs are too few for any
+  interval at this confidence);
 * MISSING: a side has fewer successful runs than required, or a failed run;
 * MISALIGNED: the two sides ran different case configurations (dims, num_envs,
   replay capacity, decimation, ...) or on different hardware (machine, CPU,
   core count, GPU; unless a cross-machine comparison is declared), so they are
   not comparable;
 * EXCEPTED: listed by the maintainer in the exceptions file (with a reason and
-  optionally an own threshold, which must then be cleared by the interval rule).
+  optionally an own threshold, which its interval must then clear).
 
-With three runs per side no rank test can reach a useful level (exact
-Mann-Whitney 3 vs 3 cannot go below p = 0.10), so the gate is the interval
-rule; from five runs per side a one-sided Mann-Whitney p-value on the scaled
-throughputs is added for information.
+At 3 vs 3 runs and 90% the interval is [min c / max b, max c / min b], the
+seed's interval rule; more runs narrow it. From five runs per side a one-sided
+Mann-Whitney p-value on the scaled throughputs is added for information.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from mbaphases import inputs
+from mbaphases import interval as iv_mod
 from mbaphases.errors import UsageError
 from mbaphases.load import Side
 from mbaphases.tables import per_run
@@ -33,11 +36,22 @@ STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "MISSING", "MISALIGNED", "EXCEPTED")
 RANK_TEST_MIN_RUNS = 5
 
 
+DEFAULT_CONFIDENCE = 0.90
+
+
 @dataclass
 class Exception_:
     case: str
     reason: str
     threshold: float | None = None
+    decided_by: str | None = None
+    decided_on: str | None = None
+
+    @property
+    def decision(self) -> str:
+        who = " ".join(x for x in (self.decided_by and f"by {self.decided_by}",
+                                   self.decided_on and f"on {self.decided_on}") if x)
+        return f"{self.reason}" + (f" (decided {who})" if who else "")
 
 
 def load_exceptions(path: Path | None, known_cases: list[str]) -> dict[str, Exception_]:
@@ -53,16 +67,10 @@ def load_exceptions(path: Path | None, known_cases: list[str]) -> dict[str, Exce
         if case in out:
             raise UsageError(f"exceptions file {path}: case {case!r} is listed twice; keep one decision per case")
         thr = e.get("threshold")
-        out[case] = Exception_(case, e["reason"], None if thr is None else float(thr))
+        on = e.get("decided_on")
+        out[case] = Exception_(case, e["reason"], None if thr is None else float(thr), e.get("decided_by"),
+                               None if on is None else str(on))
     return out
-
-
-def interval_status(b: np.ndarray, c: np.ndarray, threshold: float) -> str:
-    if c.min() / b.max() >= threshold:
-        return "PASS"
-    if c.max() / b.min() < threshold:
-        return "FAIL"
-    return "INCONCLUSIVE"
 
 
 def rank_test_p(b: np.ndarray, c: np.ndarray, threshold: float) -> float | None:
@@ -82,7 +90,8 @@ def misaligned(b: Side, c: Side, case: str) -> list[str]:
 
 
 def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int,
-             exceptions: dict[str, Exception_], hardware_diff: list[str] | None = None) -> list[dict]:
+             exceptions: dict[str, Exception_], hardware_diff: list[str] | None = None,
+             confidence: float = DEFAULT_CONFIDENCE) -> list[dict]:
     """``hardware_diff``: hardware the sides differ in and that was not declared intended;
     absolute throughputs from different machines are not comparable."""
     rows = []
@@ -90,8 +99,9 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
         xb, xc = per_run(b, "throughput", case), per_run(c, "throughput", case)
         fb = b.failed[b.failed.case == case]
         fc = c.failed[c.failed.case == case]
-        row = {"case": case, "threshold": threshold, "worst_ratio": None, "best_ratio": None, "p_value": None,
-               "note": ""}
+        row = {"case": case, "threshold": threshold, "confidence": confidence, "lower": None, "upper": None,
+               "estimate": None, "k": None, "coverage": None, "smallest_detectable_change": None,
+               "runs_needed": None, "p_value": None, "note": "", "decision": None}
         if len(xb) < min_runs or len(xc) < min_runs or len(fb) or len(fc):
             row["gate"] = "MISSING"
             parts = [f"baseline {len(xb)} runs", f"candidate {len(xc)} runs"]
@@ -99,7 +109,9 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
             row["note"] = f"needs >= {min_runs} successful runs per side; " + "; ".join(parts)
             rows.append(row)
             continue
-        row["worst_ratio"], row["best_ratio"] = float(xc.min() / xb.max()), float(xc.max() / xb.min())
+        iv = iv_mod.ratio_interval(xb, xc, confidence)
+        row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, k=iv.k, coverage=iv.coverage,
+                   smallest_detectable_change=iv.half_width)
         row["p_value"] = rank_test_p(xb, xc, threshold)
         diff = misaligned(b, c, case)
         if diff or hardware_diff:
@@ -109,18 +121,23 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
                 + ([f"measured on different hardware: {', '.join(hardware_diff)}"] if hardware_diff else []))
             rows.append(row)
             continue
-        status = interval_status(xb, xc, threshold)
+        status = iv_mod.status(iv, threshold)
+        if iv.k is None:
+            row["note"] = f"{len(xb)} vs {len(xc)} runs cannot give a {confidence:.0%} interval"
+        if status == "INCONCLUSIVE":
+            row["runs_needed"] = iv_mod.runs_needed(iv, threshold, confidence)
         exc = exceptions.get(case)
         if exc is not None:
+            row["decision"] = exc.decision
             if exc.threshold is None:
-                status, row["note"] = "EXCEPTED", f"excepted: {exc.reason}"
+                status, row["note"] = "EXCEPTED", f"excepted: {exc.decision}"
             else:
-                own = interval_status(xb, xc, exc.threshold)
+                own = iv_mod.status(iv, exc.threshold)
                 row["threshold"] = exc.threshold
                 if own == "PASS":
-                    status, row["note"] = "EXCEPTED", f"excepted at {exc.threshold:.2f}: {exc.reason}"
+                    status, row["note"] = "EXCEPTED", f"excepted at {exc.threshold:.2f}: {exc.decision}"
                 else:
-                    status, row["note"] = own, f"excepted only at >= {exc.threshold:.2f}, which it does not clear: {exc.reason}"
+                    status, row["note"] = own, f"excepted only at >= {exc.threshold:.2f}, which it does not clear: {exc.decision}"
         row["gate"] = status
         rows.append(row)
     return rows

@@ -35,6 +35,24 @@ document.body.dataset.images=ok+'/'+imgs.length;document.body.dataset.errors=win
 """
 
 
+def markdown_to_html(text: str) -> str:
+    """The decision block's few forms: paragraphs, bullets, a fenced snippet, `code`, **bold**."""
+    out = []
+    for block in text.split("\n\n"):
+        if block.startswith("```"):
+            body = block.split("\n", 1)[1].rsplit("```", 1)[0]
+            out.append(f"<pre><code>{html.escape(body)}</code></pre>")
+            continue
+        esc = html.escape(block)
+        esc = re.sub(r"`([^`]+)`", r"<code>\1</code>", esc)
+        esc = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", esc)
+        if esc.startswith("- "):
+            out.append("<ul>" + "".join(f"<li>{line[2:]}</li>" for line in esc.split("\n")) + "</ul>")
+        else:
+            out.append(f"<p>{esc}</p>")
+    return "\n".join(out)
+
+
 def _img(path: Path, alt: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
@@ -112,6 +130,8 @@ def write_page(rep: report.Report, out: Path) -> Path:
         parts.append(f"<li>{html.escape(label)}: {items}</li>")
     parts.append("</ul><p>Files: <a href='report.md'>report.md</a>, <a href='summary.json'>summary.json</a>, "
                  "CSV per table; pictures as SVG under <a href='plots/'>plots/</a>.</p>")
+    parts.append('<h2 id="decision">For the maintainer: decision</h2>')
+    parts.append(markdown_to_html(report.decision_block(rep)))
     parts.append('<h2 id="definitions">Definitions</h2><ul class="defs">')
     for k, text in report.DEFINITIONS.items():
         parts.append(f"<li><b>{html.escape(k)}</b>: {html.escape(text).replace(chr(10), '<br>')}</li>")

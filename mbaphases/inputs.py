@@ -37,7 +37,8 @@ PINS_SCHEMA = {
             "type": "object", "required": list(PROFILE_KEYS), "additionalProperties": False,
             "properties": {k: _POSITIVE_INT for k in PROFILE_KEYS}}},
         "gate": {"type": "object", "additionalProperties": False, "properties": {
-            "threshold": _THRESHOLD, "min_runs": _POSITIVE_INT, "exceptions": {"type": "string", "minLength": 1}}},
+            "threshold": _THRESHOLD, "min_runs": _POSITIVE_INT, "exceptions": {"type": "string", "minLength": 1},
+            "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}}},
     },
 }
 

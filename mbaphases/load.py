@@ -53,6 +53,7 @@ class Side:
     notes: list[str] = field(default_factory=list)  # e.g. runs taken on a busy machine
     hardware: dict = field(default_factory=dict)  # machine, cpu, logical_cpus, gpu (where recorded)
     run_digests: dict[str, str] = field(default_factory=dict)  # run file path -> sha256 of its content
+    batches: dict[str, str] = field(default_factory=dict)  # run -> batch (one `mbaphases run` invocation)
 
 
 HARDWARE_KEYS = ("machine", "cpu", "logical_cpus", "gpu")
@@ -242,6 +243,12 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
     side.pins = json.loads(next(iter(args)))
     side.run_digests = digests
     side.notes += notes
+    for p in paths:
+        meta = Path(p).with_name(Path(p).name.removesuffix(".json") + ".meta.json")
+        if meta.is_file():
+            batch = _read_json(meta).get("batch")
+            if batch:
+                side.batches[p] = batch
     hardware = [_entry_hardware(d) for _, _, d in docs]
     side.hardware = hardware[0]
     for p, hw in zip(paths, hardware):
@@ -351,11 +358,13 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     side.pins = {"benchmark_version": next(iter(versions))}
     raw = Path(raw_dir or results_dir.parent / "raw-runs") / machine / sha
     metas = sorted(raw.glob("run*.meta.json"))
-    fails, align = [], {}
+    fails, align, run_batches = [], {}, []
+    metas = sorted(metas, key=lambda m: int(m.name.split(".")[0].removeprefix("run")))
     for meta_path in metas:
         meta = _read_json(meta_path)
         if meta.get("version") != side.pins["benchmark_version"]:
             continue  # a run under other pinned parameters: kept on disk, not mixed in
+        run_batches.append(meta.get("batch"))
         run = f"run{meta['run']}"
         fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
@@ -374,4 +383,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
         side.sources.append(str(meta_path))
     side.failed = pd.DataFrame(fails, columns=["run", "case", "message"])
     side.alignment = align
+    # asv appends one sample per run, in run order: sample k is the k-th run of these pins
+    if len(run_batches) == side.values.run.nunique():
+        side.batches = {f"r{k + 1}": b for k, b in enumerate(run_batches) if b}
     return side

@@ -34,17 +34,26 @@ def _save(fig, out: Path, name: str) -> list[Path]:
     return paths
 
 
+BATCH_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
 def runs_figure(rep):
-    """Each side's runs as dots, the median as a bar, one panel per case."""
+    """Each side's runs as dots coloured by batch, the median as a bar, one panel per case."""
     cases = rep.cases
+    batches = sorted({b for side in (rep.baseline, rep.candidate) for b in side.batches.values()})
+    palette = plt.get_cmap("tab10")
     cols = min(4, max(1, len(cases)))
     rows = math.ceil(len(cases) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
     for ax, case in zip(axes.flat, cases):
         for i, (name, side) in enumerate((("baseline", rep.baseline), ("candidate", rep.candidate))):
-            x = tables.per_run(side, "throughput", case)
-            ax.scatter(np.full(len(x), i) + np.linspace(-0.08, 0.08, len(x)) if len(x) else [], x,
-                       color=SIDE_COLORS[name], zorder=3, s=22)
+            v = side.values
+            runs = v[(v.case == case) & (v.metric == "throughput")]
+            x = runs.value.to_numpy(dtype=float)
+            offsets = np.full(len(x), i) + (np.linspace(-0.08, 0.08, len(x)) if len(x) else [])
+            colors = [palette(batches.index(side.batches[r]) % 10) if r in side.batches else SIDE_COLORS[name]
+                      for r in runs.run]
+            ax.scatter(offsets, x, color=colors, zorder=3, s=22)
             if len(x):
                 ax.hlines(np.median(x), i - 0.25, i + 0.25, color="black", lw=2, zorder=4)
         ax.set_xticks([0, 1], [rep.baseline.label, rep.candidate.label], fontsize=8)
@@ -55,24 +64,31 @@ def runs_figure(rep):
     for ax in list(axes.flat)[len(cases):]:
         ax.axis("off")
     axes.flat[0].set_ylabel("env steps/s")
-    fig.suptitle("Throughput per run (dots) and median (bar)", fontsize=11)
+    title = "Throughput per run (dots) and median (bar)"
+    if len(batches) > 1:
+        title += "; colour = batch: " + ", ".join(f"{k + 1}={b}" for k, b in enumerate(batches))
+    fig.suptitle(title, fontsize=11 if len(batches) <= 1 else 8)
     fig.tight_layout()
     return fig
 
 
 def ratio_figure(rep):
+    """Each case's confidence interval of the ratio (bar from lower to upper end, coloured
+    by gate), its estimate, and the threshold line."""
     g = rep.gate.set_index("case")
-    t = rep.throughput.set_index("case")
-    ratios = [t.loc[c, "ratio"] if t.loc[c, "ratio"] is not None and not _nan(t.loc[c, "ratio"]) else 0.0 for c in rep.cases]
-    colors = [GATE_COLORS.get(g.loc[c, "gate"], "#333333") for c in rep.cases]
     fig, ax = plt.subplots(figsize=(1.1 * len(rep.cases) + 2, 3.6))
-    bars = ax.bar(range(len(rep.cases)), ratios, color=colors)
+    for i, c in enumerate(rep.cases):
+        lo, hi, est = g.loc[c, "lower"], g.loc[c, "upper"], g.loc[c, "estimate"]
+        color = GATE_COLORS.get(g.loc[c, "gate"], "#333333")
+        if lo is not None and not _nan(lo):
+            ax.bar(i, hi - lo, bottom=lo, width=0.5, color=color, alpha=0.8)
+        if est is not None and not _nan(est):
+            ax.plot([i - 0.3, i + 0.3], [est, est], color="black", lw=2)
+        top = hi if hi is not None and not _nan(hi) else rep.threshold
+        ax.annotate(g.loc[c, "gate"], (i, top), ha="center", va="bottom", fontsize=7)
     ax.axhline(rep.threshold, color="black", ls="--", lw=1, label=f"gate {rep.threshold:.2f}")
-    for bar, c in zip(bars, rep.cases):
-        ax.annotate(g.loc[c, "gate"], (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
-                    va="bottom", fontsize=7)
     ax.set_xticks(range(len(rep.cases)), [_short(c) for c in rep.cases], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("candidate / baseline (median throughput)")
+    ax.set_ylabel(f"candidate / baseline: {rep.confidence:.0%} interval, estimate")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

@@ -14,7 +14,7 @@ from mbaphases import gate as gate_mod
 from mbaphases import tables
 from mbaphases.load import Side, hardware_differences
 
-SCHEMA = "mbaphases.summary/1"
+SCHEMA = "mbaphases.summary/2"
 DEFINITIONS = {
     "run_value": "A run's value for a metric is the entry's per-run figure: throughput is "
                  "collector_active_steps_per_sec; a phase is the mean over the run's recorded vector steps.",
@@ -25,8 +25,15 @@ DEFINITIONS = {
                    "bookkeeping; each part's change is the difference of the two sides' medians. It is a "
                    "decomposition by phase of the whole branch difference, not a measure of 'manager overhead'.",
     "dispersion": "range % = (max - min) / median; CV = population standard deviation / mean of the per-run "
-                  "throughputs; runs_for_decision estimates the runs per side at which the median ratio's ~95% "
-                  "interval would clear the threshold (median SE ~ 1.25 sigma / sqrt(n)).",
+                  "throughputs. WIDE: range above the dispersion limit within the runs given. DRIFT: the same "
+                  "commit measured in several batches (one `mbaphases run` each) whose [min, max] do not overlap "
+                  "and whose medians differ by more than the larger within-batch range.",
+    "interval": "Distribution-free confidence interval of the throughput ratio (Hodges-Lehmann, by inverting "
+                "the Mann-Whitney test): sort the m x n ratios c_j / b_i; the k-th smallest to the k-th largest "
+                "cover the true ratio with confidence 1 - 2 P(U <= k - 1), U exact below 20 runs a side. At 3 vs 3 "
+                "and 90% k = 1: [min c / max b, max c / min b]. estimate = median of the ratios (Hodges-Lehmann). "
+                "Smallest detectable change = half the interval's relative width; runs needed = runs per side at "
+                "which an interval of this spread, shrinking as 1/sqrt(runs), would clear the threshold.",
     "gate": gate_mod.__doc__.strip(),
 }
 PHASE_LABELS = {"env_step_ms": "env_step", "physics_ms": "physics", "step_core_ms": "step_core",
@@ -50,6 +57,7 @@ class Report:
     environment: pd.DataFrame
     input_kind: str
     cross_machine: list[str]  # hardware differences the user declared intended
+    confidence: float
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -80,26 +88,16 @@ def environment_table(b: Side, c: Side) -> pd.DataFrame:
 
 def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptions=None,
           dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv",
-          cross_machine: bool = False) -> Report:
+          cross_machine: bool = False, confidence: float = gate_mod.DEFAULT_CONFIDENCE) -> Report:
     cases = tables.case_order(b, c, pinned_cases)
     thr = tables.throughput_table(b, c, cases)
     disp = tables.dispersion_table(b, c, cases, dispersion_limit)
     hw = hardware_differences(b, c)
     gate_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {},
-                                  hardware_diff=None if cross_machine else hw)
-    g = pd.DataFrame(gate_rows)
-    decisions = []
-    for case in cases:
-        d = disp[disp.case == case].set_index("side")
-        ratio = thr.loc[thr.case == case, "ratio"].iloc[0]
-        # a spread needs at least two runs
-        cvs = [d.loc[s, "cv"] if s in d.index and "cv" in d and d.loc[s, "n"] >= 2 and not pd.isna(d.loc[s, "cv"])
-               else None for s in ("baseline", "candidate")]
-        decisions.append(tables.runs_for_decision(ratio, cvs[0], cvs[1], threshold))
-    g["runs_for_decision"] = decisions
+                                  hardware_diff=None if cross_machine else hw, confidence=confidence)
     return Report(b, c, cases, thr, tables.phase_table(b, c, cases), tables.attribution_table(b, c, cases), disp,
-                  g, gate_mod.verdict(gate_rows), threshold, min_runs, environment_table(b, c), input_kind,
-                  hw if cross_machine else [])
+                  pd.DataFrame(gate_rows), gate_mod.verdict(gate_rows), threshold, min_runs,
+                  environment_table(b, c), input_kind, hw if cross_machine else [], confidence)
 
 
 # --- formatting ---------------------------------------------------------------------------------
@@ -116,6 +114,12 @@ def _md(df: pd.DataFrame) -> str:
     for _, r in df.iterrows():
         lines.append("| " + " | ".join(str(r[c]) for c in cols) + " |")
     return "\n".join(lines)
+
+
+def interval_text(r: dict) -> str:
+    if r.get("lower") is None or r["lower"] != r["lower"]:
+        return "n/a"
+    return f"[{r['lower']:.3f}, {r['upper']:.3f}] (k={int(r['k'])}, {r['coverage']:.1%})"
 
 
 def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
@@ -141,19 +145,25 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
         for k in tables.ATTRIBUTION:
             at[k] = [f"{_num(x, '{:+.2f}')} ({_num(s, '{:.0%}')})" for x, s in zip(a.get(f"{k}_ms", []), a.get(f"{k}_share", []))]
     d = rep.dispersion
+    flags = []
+    for w, dr in zip(d.get("wide", [False] * len(d)), d.get("drift", [False] * len(d))):
+        flags.append(" ".join(f for f, on in (("WIDE", w is True), ("DRIFT", dr is True)) if on))
     di = pd.DataFrame({
         "case": d.case, "side": d.side, "n": d.n,
         "median": [_num(x) for x in d.get("median", [None] * len(d))],
         "range %": [_num(x, "{:.1%}") for x in d.get("range_pct", [None] * len(d))],
         "CV": [_num(x, "{:.1%}") for x in d.get("cv", [None] * len(d))],
-        "flag": ["DRIFT" if f is True else "" for f in d.get("flagged", [False] * len(d))],
+        "flag": flags,
+        "batches": [x if isinstance(x, str) else "" for x in d.get("batches", [""] * len(d))],
     })
     g = rep.gate
     ga = pd.DataFrame({
         "case": g.case, "gate": g.gate, "threshold": [f"{x:.2f}" for x in g.threshold],
-        "worst / best ratio": [f"{_num(w, '{:.3f}')} / {_num(b, '{:.3f}')}" for w, b in zip(g.worst_ratio, g.best_ratio)],
+        f"{rep.confidence:.0%} interval of the ratio": [interval_text(r) for r in g.to_dict("records")],
+        "estimate (HL)": [_num(x, "{:.3f}") for x in g.estimate],
+        "smallest detectable change": [_num(x, "{:.1%}") for x in g.smallest_detectable_change],
+        "runs needed": [_num(x, "{:.0f}") if x is not None and x == x else "" for x in g.runs_needed],
         "p (rank test)": [_num(x, "{:.3f}") if x is not None else "—" for x in g.p_value],
-        "runs for a median-CI decision (est.)": [_num(x, "{:.0f}") for x in g.runs_for_decision],
         "note": g.note,
     })
     e = rep.environment
@@ -182,10 +192,12 @@ def summary(rep: Report) -> dict:
                           for k in PHASE_LABELS},
             "attribution_ms": {k: a.get(f"{k}_ms") for k in tables.ATTRIBUTION} | {
                 "delta_sum": a.get("delta_sum_ms"), "delta_active_median": a.get("delta_active_median_ms")},
-            "dispersion": {s: {k: d.loc[s].get(k) for k in ("n", "range_pct", "cv", "flagged")} for s in d.index},
+            "dispersion": {s: {k: d.loc[s].get(k) for k in ("n", "range_pct", "cv", "wide", "drift", "batches")}
+                           for s in d.index},
             "gate": g.gate,
-            "gate_detail": {k: g[k] for k in ("threshold", "worst_ratio", "best_ratio", "p_value", "note",
-                                              "runs_for_decision")},
+            "gate_detail": {k: g[k] for k in ("threshold", "confidence", "lower", "upper", "estimate", "k", "coverage",
+                                              "smallest_detectable_change", "runs_needed", "p_value", "note",
+                                              "decision")},
         })
     env = rep.environment
     return {
@@ -197,6 +209,7 @@ def summary(rep: Report) -> dict:
         "candidate": {"label": rep.candidate.label, "revision": rep.candidate.revision, "sources": rep.candidate.sources,
                       "notes": rep.candidate.notes},
         "threshold": rep.threshold,
+        "confidence": rep.confidence,
         "min_runs": rep.min_runs,
         "cross_machine": rep.cross_machine,
         "verdict": rep.verdict,
@@ -222,6 +235,43 @@ def _clean(x):
     return x
 
 
+def decision_block(rep: Report) -> str:
+    """The proposed gate, what misses it, what noise or drift leaves undecided with the
+    suggested handling, recorded decisions, and an exceptions snippet to paste."""
+    g = rep.gate.to_dict("records")
+    d = rep.dispersion
+    lines = [f"Proposed gate: candidate throughput >= {rep.threshold:.2f} x baseline on every case, decided on "
+             f"the {rep.confidence:.0%} distribution-free interval of the ratio (verdict now: **{rep.verdict}**)."]
+    below = [r for r in g if r["gate"] == "FAIL"]
+    if below:
+        lines.append("Cases below the gate: " + "; ".join(f"`{r['case']}` {interval_text(r)}" for r in below) + ".")
+    undecided = [r for r in g if r["gate"] == "INCONCLUSIVE"]
+    for r in undecided:
+        more = f"about {int(r['runs_needed'])} runs per side" if r.get("runs_needed") else "more runs"
+        lines.append(f"- `{r['case']}`: INCONCLUSIVE, {interval_text(r)} contains {r['threshold']:.2f}; smallest "
+                     f"detectable change {_num(r['smallest_detectable_change'], '{:.1%}')}. Suggested: {more} "
+                     "(`mbaphases run --until-decisive`), or an exception below.")
+    for _, row in d[d.get("drift", pd.Series(False, index=d.index)) == True].iterrows():  # noqa: E712
+        lines.append(f"- `{row.case}` ({row.side}): DRIFT between batches ({row.batches}). Suggested: rerun "
+                     "both sides in one interleaved batch, or an exception naming the drift.")
+    for r in g:
+        if r["gate"] in ("MISSING", "MISALIGNED"):
+            lines.append(f"- `{r['case']}`: {r['gate']}: {r['note']}.")
+    decided = [r for r in g if r.get("decision")]
+    if decided:
+        lines.append("Recorded decisions: " + "; ".join(f"`{r['case']}`: {r['decision']}" for r in decided) + ".")
+    if undecided:
+        snippet = "\n".join(f'[[exception]]\ncase = "{r["case"]}"\nreason = "..."\nthreshold = '
+                            f'{max(0.01, math.floor((r["lower"] or r["threshold"]) * 100) / 100):.2f}\n'
+                            'decided_by = "..."\ndecided_on = ' + datetime.now(timezone.utc).strftime("%Y-%m-%d")
+                            for r in undecided)
+        lines.append("Exceptions to paste into the exceptions file, if the maintainer decides so:\n\n```toml\n"
+                     + snippet + "\n```")
+    if not below and not undecided and len(lines) == 1:
+        lines.append("Nothing is below the gate or undecided.")
+    return "\n\n".join(lines)
+
+
 def markdown(rep: Report) -> str:
     v = view_tables(rep)
     b, c = rep.baseline, rep.candidate
@@ -242,6 +292,7 @@ def markdown(rep: Report) -> str:
         "## Environment and pinned parameters (≠: differs between the sides)", _md(v["environment"]),
         "## Definitions", "\n".join(f"- **{k}**: {t}" for k, t in DEFINITIONS.items() if k != "gate"),
         "### Gate rule\n" + DEFINITIONS["gate"],
+        "## For the maintainer: decision", decision_block(rep),
     ]
     return "\n\n".join(parts) + "\n"
 

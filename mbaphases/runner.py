@@ -154,10 +154,12 @@ def run_ab(conf_path: Path, pins: dict, runs: int, machine: str | None, python: 
         raise UsageError("baseline and candidate resolve to the same commit")
     # beside results/, not in it: asv walks every folder under results/ and warns on each
     raw_dir = suite_dir / "raw-runs"
-    env = {**os.environ, "MBAPHASES_PROFILE": profile, "MBAPHASES_MACHINE": machine,
-           "MBAPHASES_PINS": pins["path"], "MBAPHASES_RAW_DIR": str(raw_dir)}
-    ensure_machine(conf_path, machine)
     started = time.time()
+    batch = f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{os.getpid()}"
+    env = {**os.environ, "MBAPHASES_PROFILE": profile, "MBAPHASES_MACHINE": machine,
+           "MBAPHASES_PINS": pins["path"], "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch}
+    ensure_machine(conf_path, machine)
+    print(f"batch {batch}", file=out, flush=True)
     shas = list(sides)
     base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
             "--record-samples", "--append-samples", "--show-stderr"]

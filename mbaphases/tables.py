@@ -119,6 +119,8 @@ def attribution_table(b: Side, c: Side, cases: list[str]) -> pd.DataFrame:
 
 
 def dispersion_table(b: Side, c: Side, cases: list[str], limit: float = 0.05) -> pd.DataFrame:
+    """Within-batch spread of per-run throughput (WIDE above ``limit``) and, where a
+    commit has runs from several batches, drift between them (DRIFT)."""
     rows = []
     for case in cases:
         for name, side in (("baseline", b), ("candidate", c)):
@@ -129,20 +131,35 @@ def dispersion_table(b: Side, c: Side, cases: list[str], limit: float = 0.05) ->
             med = float(np.median(x))
             rng = float((x.max() - x.min()) / med) if med else None
             cv = float(x.std() / x.mean()) if x.mean() else None
+            drift, batches = batch_drift(side, case)
             rows.append({"case": case, "side": name, "n": int(len(x)), "median": med, "range_pct": rng,
-                         "cv": cv, "flagged": bool(rng is not None and rng > limit)})
+                         "cv": cv, "wide": bool(rng is not None and rng > limit), "drift": drift,
+                         "batches": batches})
     return pd.DataFrame(rows)
 
 
-def runs_for_decision(ratio: float | None, cv_b: float | None, cv_c: float | None, threshold: float) -> int | None:
-    """Runs per side at which the median ratio's ~95% interval would clear the threshold.
-
-    An estimate: the median's standard error is about 1.25 sigma / sqrt(n), and the
-    ratio's relative spread combines both sides' CVs."""
-    if ratio is None or cv_b is None or cv_c is None or ratio == threshold:
-        return None
-    rel = math.hypot(cv_b, cv_c)
-    if rel == 0:
-        return 1
-    n = (1.96 * 1.2533 * ratio * rel / abs(ratio - threshold)) ** 2
-    return max(3, math.ceil(n))
+def batch_drift(side: Side, case: str) -> tuple[bool, str]:
+    """DRIFT when two batches' [min, max] do not overlap and their medians differ by
+    more than the larger within-batch range: the same code measuring differently
+    in another batch on the same machine."""
+    v = side.values
+    x = v[(v.case == case) & (v.metric == "throughput")]
+    groups = {}
+    for run, value in zip(x.run, x.value):
+        batch = side.batches.get(run)
+        if batch is not None:
+            groups.setdefault(batch, []).append(value)
+    if len(groups) < 2:
+        return False, ""
+    stats = {k: (float(np.median(g)), min(g), max(g), len(g)) for k, g in groups.items()}
+    drift = False
+    names = sorted(stats)
+    for i, a in enumerate(names):
+        for bname in names[i + 1:]:
+            ma, lo_a, hi_a, _ = stats[a]
+            mb, lo_b, hi_b, _ = stats[bname]
+            apart = hi_a < lo_b or hi_b < lo_a
+            if apart and abs(ma - mb) > max(hi_a - lo_a, hi_b - lo_b):
+                drift = True
+    text = "; ".join(f"{k}: {m:,.0f} [{lo:,.0f}, {hi:,.0f}] ({n} runs)" for k, (m, lo, hi, n) in stats.items())
+    return drift, text

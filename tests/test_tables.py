@@ -38,11 +38,12 @@ def test_throughput_medians_ranges_ratio_and_ties(tmp_path):
     d = tables.dispersion_table(b, c, [CASE_A]).set_index("side")
     assert d.loc["baseline", "range_pct"] == pytest.approx(0.25)
     assert d.loc["baseline", "cv"] == pytest.approx(np.std(bt) / np.mean(bt))
-    assert d.loc["baseline", "flagged"] and d.loc["candidate", "range_pct"] == pytest.approx(200 / 900)
+    assert d.loc["baseline", "wide"] and d.loc["candidate", "range_pct"] == pytest.approx(200 / 900)
     # worst pairing 800/1250 = 0.64 < 0.9 < best 1000/1000: inconclusive
     rows = gate.evaluate(b, c, [CASE_A], 0.9, 3, {})
     assert rows[0]["gate"] == "INCONCLUSIVE"
-    assert rows[0]["worst_ratio"] == pytest.approx(0.64) and rows[0]["best_ratio"] == pytest.approx(1.0)
+    assert rows[0]["lower"] == pytest.approx(0.64) and rows[0]["upper"] == pytest.approx(1.0)
+    assert rows[0]["k"] == 1 and rows[0]["coverage"] == pytest.approx(0.9)
 
 
 @pytest.mark.parametrize("bt, ct, expected", [
@@ -163,3 +164,85 @@ def test_mixed_pinned_parameters_in_a_side_are_refused(tmp_path):
     b = E.write(tmp_path / "b.json", E.doc([E.case_result(CASE_A, num_envs=200)], num_envs=200))
     p = run_cli("report", "--out", str(tmp_path / "r"), "--baseline-raw", a, b, "--candidate-raw", a, cwd=tmp_path)
     assert p.returncode == 2 and "mixes pinned parameters" in p.stderr
+
+
+# --- the distribution-free interval ------------------------------------------------------------
+
+def brute_interval(b, c, confidence):
+    """Independent: the exact null distribution of U by enumerating every assignment."""
+    import itertools
+    import math
+
+    m, n = len(b), len(c)
+    counts = [0] * (m * n + 1)
+    for cand in itertools.combinations(range(m + n), n):
+        chosen = set(cand)
+        counts[sum(1 for j in cand for i in range(m + n) if i not in chosen and i < j)] += 1
+    total = math.comb(m + n, m)
+    k = max(k for k in range(1, m * n // 2 + 1) if 1 - 2 * sum(counts[:k]) / total >= confidence - 1e-12)
+    ratios = sorted(cj / bi for bi in b for cj in c)
+    return ratios[k - 1], ratios[-k], k
+
+
+@pytest.mark.parametrize("b, c, k", [
+    ([1000, 1010, 990], [950, 960, 955], 1),                       # 3 vs 3: the seed's rule
+    ([1000, 1010, 990], [950, 960, 955, 940, 970], 2),             # 3 vs 5
+    ([1000, 1010, 990, 1005, 995], [950, 960, 955, 940, 970], 5),  # 5 vs 5: 5th of 25
+    ([1000, 1000, 1010, 990, 1000], [950, 950, 960, 950, 970], 5),  # ties
+])
+def test_interval_matches_hand_and_independent_computation(b, c, k):
+    from mbaphases import interval
+
+    iv = interval.ratio_interval(b, c, 0.90)
+    lo, hi, bk = brute_interval(b, c, 0.90)
+    assert iv.k == bk == k and iv.lower == pytest.approx(lo) and iv.upper == pytest.approx(hi)
+    if k == 1:
+        assert iv.lower == pytest.approx(min(c) / max(b)) and iv.upper == pytest.approx(max(c) / min(b))
+
+
+def test_interval_10_vs_10_against_scipy_exact_test():
+    from scipy.stats import mannwhitneyu
+
+    from mbaphases import interval
+
+    rng = np.random.default_rng(3)
+    b, c = 1000 * (1 + 0.03 * rng.standard_normal(10)), 950 * (1 + 0.03 * rng.standard_normal(10))
+    iv = interval.ratio_interval(b, c, 0.90)
+    assert iv.k == 28 and iv.coverage == pytest.approx(0.9108, abs=1e-4)
+    # the interval's ends are where the exact one-sided test at (1 - coverage) / 2 stops rejecting
+    alpha = (1 - iv.coverage) / 2
+    inside = mannwhitneyu(c / (iv.lower * 1.0001), b, alternative="less", method="exact").pvalue
+    outside = mannwhitneyu(c / (iv.lower * 0.999), b, alternative="greater", method="exact").pvalue
+    assert inside > alpha - 1e-9 and outside <= alpha + 1e-9
+
+
+def test_more_runs_decide_what_three_could_not(tmp_path):
+    # about 4% run-to-run spread, a true ratio near 0.96
+    bt = [1040, 1000, 960, 1020, 980, 1030, 970, 1010, 990, 1000]
+    ct = [930, 990, 960, 975, 945, 985, 935, 965, 955, 960]
+    b3 = load.load_raw_side("b", side_files(tmp_path, "b3", [{CASE_A: {"env_step": env_step_for(t)}} for t in bt[:3]]))
+    c3 = load.load_raw_side("c", side_files(tmp_path, "c3", [{CASE_A: {"env_step": env_step_for(t)}} for t in ct[:3]]))
+    r3 = gate.evaluate(b3, c3, [CASE_A], 0.9, 3, {})[0]
+    assert r3["gate"] == "INCONCLUSIVE" and r3["runs_needed"] > 3
+    b10 = load.load_raw_side("b", side_files(tmp_path, "b10", [{CASE_A: {"env_step": env_step_for(t)}} for t in bt]))
+    c10 = load.load_raw_side("c", side_files(tmp_path, "c10", [{CASE_A: {"env_step": env_step_for(t)}} for t in ct]))
+    r10 = gate.evaluate(b10, c10, [CASE_A], 0.9, 3, {})[0]
+    assert r10["gate"] == "PASS" and r10["lower"] >= 0.9
+    assert r10["upper"] / r10["lower"] < r3["upper"] / r3["lower"], "more runs narrow the interval"
+
+
+def test_two_batches_of_one_commit_with_a_shift_are_drift(tmp_path):
+    def batch_side(values_by_batch):
+        paths = []
+        for batch, values in values_by_batch.items():
+            for k, t in enumerate(values):
+                p = side_files(tmp_path, f"{batch}_{k}", [{CASE_A: {"env_step": env_step_for(t)}}])[0]
+                (tmp_path / f"{batch}_{k}_run1.meta.json").write_text(json.dumps({"batch": batch}))
+                paths.append(p)
+        return load.load_raw_side("s", paths)
+
+    shifted = batch_side({"batch-A": [1000, 1010, 995], "batch-B": [1300, 1310, 1290]})
+    drift, text = tables.batch_drift(shifted, CASE_A)
+    assert drift and "batch-A" in text and "batch-B" in text
+    steady = batch_side({"batch-C": [1000, 1010, 995], "batch-D": [1005, 990, 1012]})
+    assert tables.batch_drift(steady, CASE_A)[0] is False
