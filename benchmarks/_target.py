@@ -161,7 +161,8 @@ def run_entry(pins: dict) -> dict:
     # one `mbaphases run` is one batch; runs from plain asv are grouped by the day they ran
     batch = os.environ.get("MBAPHASES_BATCH") or f"asv-{time.strftime('%Y-%m-%d')}"
     meta = {"machine": machine, "commit": commit, "run": k, "batch": batch, "profile": prof, "cases": pins["cases"],
-            "baseline": pins["baseline"], "candidate": pins["candidate"], "version": pins_version(pins),
+            "baseline": pins["baseline"], "candidates": pins.get("candidates") or [pins.get("candidate")],
+            "version": pins_version(pins),
             "load_start": host_load()}
     cmd = [sys.executable, str(target / ENTRY_REL), "--cases", ",".join(pins["cases"]),
            "--num-envs", str(prof["num_envs"]), "--warmup-steps", str(prof["warmup_steps"]),

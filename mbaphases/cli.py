@@ -30,6 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--python", default=None, help="use this existing python instead of building environments")
     r.add_argument("--field-repo", default=None, help="run against the field's repository (URL or path)")
     r.add_argument("--field-package", default=None, help="the field repository's package name")
+    r.add_argument("--sides", default=None, help="comma list of side labels to run (the baseline always runs)")
+    r.add_argument("--until-decisive", action="store_true",
+                   help="after the pinned runs, add interleaved rounds while a case is INCONCLUSIVE")
+    r.add_argument("--max-runs", type=int, default=10, help="with --until-decisive: most runs per side (default 10)")
+    r.add_argument("--budget-min", type=float, default=120.0,
+                   help="with --until-decisive: no new round after this many minutes (default 120)")
     rp = sub.add_parser("report", help="tables, gate and report from stored runs")
     rp.add_argument("--out", required=True, help="output directory (report.md, *.csv, summary.json)")
     rp.add_argument("--config", default="asv.conf.json", help="asv config (results dir, target repo)")
@@ -40,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--candidate", default=None)
     rp.add_argument("--baseline-raw", nargs="+", default=None, help="raw entry JSON files or globs, one per run")
     rp.add_argument("--candidate-raw", nargs="+", default=None)
+    rp.add_argument("--sides", default=None, help="comma list of candidate labels to report (default: every candidate in the pins)")
+    rp.add_argument("--reference", default=None,
+                    help="the ledger's reference candidate (default: pins 'reference', else the first candidate)")
     rp.add_argument("--baseline-label", default=None)
     rp.add_argument("--candidate-label", default=None)
     rp.add_argument("--threshold", type=float, default=None)
@@ -81,9 +90,23 @@ def _run(args) -> int:
             conf = runner.field_conf(template, args.field_repo, args.field_package,
                                      conf.parent / "asv.field.resolved.conf.json")
         runs = args.runs if args.runs is not None else int(pins["runs"])
+        until = None
+        if args.until_decisive:
+            if args.max_runs < runs:
+                raise UsageError(f"--max-runs {args.max_runs} must be >= the pinned runs ({runs})")
+            if not (args.budget_min > 0 and args.budget_min == args.budget_min):
+                raise UsageError(f"--budget-min {args.budget_min} must be > 0")
+            g = pins.get("gate", {})
+            confidence = float(g.get("confidence", 0.90))
+            looks = args.max_runs - runs + 1
+            # repeated looks inflate the error: split it evenly over the planned looks (Bonferroni)
+            until = {"max_runs": args.max_runs, "budget_s": 60 * args.budget_min, "planned_looks": looks,
+                     "confidence": 1 - (1 - confidence) / looks, "nominal_confidence": confidence,
+                     "threshold": float(g.get("threshold", 0.90))}
+        only = [x.strip() for x in args.sides.split(",") if x.strip()] if args.sides else None
         try:
             with runner.formal_run_lock(f"mbaphases run {conf}"):
-                return runner.run_ab(conf, pins, runs, args.machine, args.python)
+                return runner.run_sides(conf, pins, runs, args.machine, args.python, only, until)
         except runner.LockBusy as e:
             print(f"error: {e}", file=sys.stderr)
             return 3

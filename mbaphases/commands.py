@@ -30,18 +30,20 @@ def _check_number(value, flag: str, low: float, inclusive: bool) -> None:
         raise UsageError(f"{flag} {value} must be a finite number {'>=' if inclusive else '>'} {low:g}")
 
 
-def load_sides(args, pins: dict) -> tuple[load.Side, load.Side, str]:
-    labels = (args.baseline_label or pins.get("baseline", {}).get("label", "baseline"),
-              args.candidate_label or pins.get("candidate", {}).get("label", "candidate"))
-    if labels[0] == labels[1]:
-        raise UsageError(f"baseline and candidate share the label {labels[0]!r}; give each side its own")
+def load_sides(args, pins: dict) -> tuple[load.Side, list[load.Side], str, list[str]]:
+    """The baseline, the candidates (in pins order), the input kind and the machines' batch records."""
+    cands_pins = pins.get("candidates", [])
+    b_label = args.baseline_label or pins.get("baseline", {}).get("label", "baseline")
     if args.baseline_raw or args.candidate_raw:
         if not (args.baseline_raw and args.candidate_raw):
             raise UsageError("raw input needs both --baseline-raw and --candidate-raw")
-        b = load.load_raw_side(labels[0], args.baseline_raw)
-        c = load.load_raw_side(labels[1], args.candidate_raw)
+        c_label = args.candidate_label or (cands_pins[0]["label"] if len(cands_pins) == 1 else "candidate")
+        if b_label == c_label:
+            raise UsageError(f"baseline and candidate share the label {b_label!r}; give each side its own")
+        b = load.load_raw_side(b_label, args.baseline_raw)
+        c = load.load_raw_side(c_label, args.candidate_raw)
         load.check_distinct_runs(b, c)
-        return b, c, "raw entry JSON"
+        return b, [c], "raw entry JSON", []
     conf_path = Path(args.config)
     if args.results:
         results_dir, repo = Path(args.results), None
@@ -64,13 +66,52 @@ def load_sides(args, pins: dict) -> tuple[load.Side, load.Side, str]:
         if profile and default_machine(profile) in load.machines(results_dir):
             machine = default_machine(profile)
     machine = load.pick_machine(results_dir, machine)
-    revs = (args.baseline or pins.get("baseline", {}).get("ref"), args.candidate or pins.get("candidate", {}).get("ref"))
-    if not all(revs):
-        raise UsageError("no revisions: pass --baseline and --candidate (or a pins file with both refs)")
-    sides = tuple(load.load_asv_side(label, rev, results_dir, machine, repo) for label, rev in zip(labels, revs))
-    if sides[0].revision == sides[1].revision:
-        raise UsageError(f"--baseline {revs[0]} and --candidate {revs[1]} are the same commit {sides[0].revision[:12]}")
-    return sides[0], sides[1], f"asv results ({results_dir}, machine {machine})"
+    b_rev = args.baseline or pins.get("baseline", {}).get("ref")
+    if args.candidate:
+        wanted = [(args.candidate_label or "candidate", args.candidate)]
+        known = {c["ref"]: c["label"] for c in cands_pins}
+        if args.candidate in known and not args.candidate_label:
+            wanted = [(known[args.candidate], args.candidate)]
+    else:
+        wanted = [(c["label"], c["ref"]) for c in cands_pins]
+    if args.sides:
+        only = [x.strip() for x in args.sides.split(",") if x.strip()]
+        unknown = [o for o in only if o not in [lbl for lbl, _ in wanted]]
+        if unknown:
+            raise UsageError(f"--sides {unknown[0]!r} is not a candidate; valid: {', '.join(lbl for lbl, _ in wanted)}")
+        wanted = [(lbl, ref) for lbl, ref in wanted if lbl in only]
+    if not b_rev or not wanted:
+        raise UsageError("no revisions: pass --baseline and --candidate (or a pins file with the sides' refs)")
+    labels = [b_label] + [lbl for lbl, _ in wanted]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        raise UsageError(f"the label {dup[0]!r} names more than one side; give each side its own")
+    b = load.load_asv_side(b_label, b_rev, results_dir, machine, repo)
+    cands = []
+    for lbl, ref in wanted:
+        c = load.load_asv_side(lbl, ref, results_dir, machine, repo)
+        for other in [b, *cands]:
+            if other.revision == c.revision:
+                raise UsageError(f"{lbl!r} ({ref}) and {other.label!r} are the same commit {c.revision[:12]}")
+        cands.append(c)
+    records = sorted((results_dir.parent / "raw-runs" / machine / "batches").glob("*.json"))
+    return b, cands, f"asv results ({results_dir}, machine {machine})", [str(r) for r in records]
+
+
+def _stopping(records: list[str], sides: list[load.Side], confidence: float) -> tuple[float, list[str]]:
+    """Runs added until decisive looked at the data repeatedly: the report decides at the
+    confidence per planned look those batches used, and says how many looks were taken."""
+    batches = {bt for s in sides for bt in s.batches.values()}
+    notes = []
+    for path in records:
+        rec = load.read_json_file(Path(path))
+        until = rec.get("until_decisive")
+        if rec.get("batch") in batches and until:
+            confidence = max(confidence, float(until["confidence"]))
+            notes.append(f"batch {rec['batch']} added runs until decisive: {rec.get('looks', 0)} look(s) taken of "
+                         f"{until['planned_looks']} planned; each look at {until['confidence']:.4f} confidence "
+                         f"(the {until['nominal_confidence']:.0%} error split over the planned looks)")
+    return confidence, notes
 
 
 def report_command(args) -> int:
@@ -95,20 +136,40 @@ def report_command(args) -> int:
         exc_path = pins_path.parent / g["exceptions"]
     else:
         exc_path = None
-    b, c, kind = load_sides(args, pins)
+    b, cands, kind, records = load_sides(args, pins)
+    confidence, stop_notes = _stopping(records, [b, *cands], confidence)
     pinned_cases = pins.get("cases") if not args.baseline_raw else None
-    cases = report.tables.case_order(b, c, pinned_cases)
+    cases = report.tables.case_order(b, cands[0], pinned_cases)
+    for c in cands[1:]:
+        cases += [x for x in report.tables.case_order(b, c, pinned_cases) if x not in cases]
     exceptions = gate_mod.load_exceptions(exc_path, cases)
-    rep = report.build(b, c, threshold, min_runs, exceptions, args.dispersion_limit, pinned_cases, kind,
-                       cross_machine=args.cross_machine, confidence=confidence)
+    reps = [report.build(b, c, threshold, min_runs, exceptions, args.dispersion_limit, pinned_cases, kind,
+                         cross_machine=args.cross_machine, confidence=confidence, notes=stop_notes) for c in cands]
+    overview = None
+    if len(reps) > 1:
+        reference = args.reference or pins.get("reference") or cands[0].label
+        if reference not in [c.label for c in cands]:
+            raise UsageError(f"--reference {reference!r} is not a candidate; valid: {', '.join(c.label for c in cands)}")
+        combines = {c["label"]: c["combines"] for c in pins.get("candidates", []) if c.get("combines")}
+        overview = report.build_overview(reps, reference, combines, history_order(args, pins, cands))
     stages = [Stage(out)]
     try:
-        report.write(rep, stages[0].dir)
+        if overview is None:
+            report.write(reps[0], stages[0].dir)
+        else:
+            report.write_overview(overview, stages[0].dir)
+            for rep in reps:
+                report.write(rep, stages[0].dir / report.slug(rep.candidate.label))
         if html_dir is not None:
-            from mbaphases.html import write_page
+            from mbaphases.html import write_overview_page, write_page
 
-            stages.append(Stage(html_dir, fresh_subdirs=("raw",)))
-            write_page(rep, stages[1].dir)
+            stages.append(Stage(html_dir, fresh_subdirs=("raw",) + tuple(report.slug(r.candidate.label) for r in reps)))
+            if overview is None:
+                write_page(reps[0], stages[1].dir)
+            else:
+                write_overview_page(overview, stages[1].dir, {r.candidate.label: report.slug(r.candidate.label) for r in reps})
+                for rep in reps:
+                    write_page(rep, stages[1].dir / report.slug(rep.candidate.label))
     except BaseException:
         for s in stages:
             s.discard()
@@ -121,10 +182,16 @@ def report_command(args) -> int:
 
         page = html_dir / "index.html"
         link_from_asv(html_dir.parent, html_dir)
-    status = EXIT_PASS if rep.verdict == "PASS" else EXIT_NOT_PASSED
+    verdict = report.overall_verdict([r.verdict for r in reps])
+    status = EXIT_PASS if verdict == "PASS" else EXIT_NOT_PASSED
     if not args.quiet:
         try:
-            report.print_tables(rep, sys.stdout)
+            for rep in reps:
+                if len(reps) > 1:
+                    print(f"\n######## {rep.candidate.label} vs {rep.baseline.label}")
+                report.print_tables(rep, sys.stdout)
+            if overview is not None:
+                report.print_overview(overview, sys.stdout)
             print(f"\nreport: {out / 'report.md'}\nsummary: {out / 'summary.json'}")
             if page:
                 print(f"page: {page}")
@@ -134,3 +201,20 @@ def report_command(args) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
     return status
+
+
+def history_order(args, pins: dict, cands: list[load.Side]) -> list[str]:
+    """The candidates' labels in first-parent order of the last one's history (asv's line)."""
+    if args.baseline_raw or args.results:
+        return [c.label for c in cands]
+    from mbaphases.runner import load_asv_conf
+
+    conf_path = Path(args.config)
+    repo = conf_path.resolve().parent / load_asv_conf(conf_path)["repo"]
+    import subprocess
+
+    p = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", cands[-1].revision],
+                       capture_output=True, text=True, check=False)
+    line = p.stdout.split()[::-1]
+    on_line = [c.label for c in sorted(cands, key=lambda c: line.index(c.revision)) if c.revision in line]
+    return on_line or [c.label for c in cands]

@@ -142,6 +142,39 @@ def write_page(rep: report.Report, out: Path) -> Path:
     return page
 
 
+def write_overview_page(ov: report.Overview, out: Path, folders: dict[str, str]) -> Path:
+    """The page over all candidates: gate per candidate, the ledger (table and stacked
+    gains), additivity, the history line; each candidate's own page in its folder."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    pics = plots.draw_overview(ov, out / "plots")
+    v = report.overview_tables(ov)
+    b = ov.reports[0].baseline
+    verdicts = v["verdicts"].map(lambda x: html.escape(str(x)))
+    verdicts["candidate"] = [f'<a href="{folders[c]}/index.html">{html.escape(c)}</a>' for c in v["verdicts"].candidate]
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>{len(ov.reports)} candidates vs {html.escape(b.label)}: {ov.verdict}</title>",
+        f"<style>{CSS}</style><script>{CHECK_JS}</script></head><body>",
+        f"<h1>{len(ov.reports)} candidates vs {html.escape(b.label)}: collector throughput</h1>",
+        f'<p><span class="verdict {ov.verdict}" id="verdict">Verdict: {ov.verdict}</span> (every candidate must pass)</p>',
+        '<h2 id="candidates">Gate per candidate</h2>',
+        verdicts.to_html(index=False, escape=False, border=0),
+        '<h2 id="history">History (first-parent order) against the gate</h2>',
+        _img(pics["history"][0], "ratio to the baseline per candidate in history order, with the gate"),
+        '<p>asv\'s own graphs of every metric along the commits: <a href="../index.html">asv publish</a>.</p>',
+        f'<h2 id="ledger">Ledger: each candidate against {html.escape(ov.reference)}</h2>',
+        _img(pics["ledger"][0], "gains by phase per candidate and case"), _table(v["ledger"]),
+    ]
+    if len(v["additivity"]):
+        parts += ['<h2 id="additivity">Additivity</h2>', _table(v["additivity"])]
+    parts.append("</body></html>")
+    page = out / "index.html"
+    page.write_text("\n".join(parts))
+    report.write_overview(ov, out)
+    return page
+
+
 LINK_MARK = "<!-- mbaphases report link -->"
 
 

@@ -20,11 +20,13 @@ _POSITIVE_INT = {"type": "integer", "minimum": 1}
 _THRESHOLD = {"type": "number", "exclusiveMinimum": 0, "finite": True}
 _SIDE = {"type": "object", "required": ["ref", "label"], "additionalProperties": False,
          "properties": {"ref": {"type": "string", "minLength": 1}, "label": {"type": "string", "minLength": 1}}}
+_CANDIDATE = {**_SIDE, "properties": {**_SIDE["properties"], "combines": {
+    "type": "array", "items": {"type": "string"}, "uniqueItems": True}}}
 PROFILE_KEYS = ("num_envs", "warmup_steps", "measure_steps", "replay_capacity_steps", "torch_threads")
 
 PINS_SCHEMA = {
     "type": "object",
-    "required": ["profile", "runs", "cases", "baseline", "candidate", "profiles"],
+    "required": ["profile", "runs", "cases", "baseline", "profiles"],
     "additionalProperties": False,
     "properties": {
         "profile": {"type": "string"},
@@ -32,7 +34,9 @@ PINS_SCHEMA = {
         "cases": {"type": "array", "minItems": 1, "uniqueItems": True,
                   "items": {"type": "string", "pattern": "^[^/]+/[^/]+/[^/]+$"}},
         "baseline": _SIDE,
-        "candidate": _SIDE,
+        "candidate": _CANDIDATE,  # two-sided form
+        "candidates": {"type": "array", "minItems": 1, "items": _CANDIDATE},
+        "reference": {"type": "string", "minLength": 1},
         "profiles": {"type": "object", "minProperties": 1, "additionalProperties": {
             "type": "object", "required": list(PROFILE_KEYS), "additionalProperties": False,
             "properties": {k: _POSITIVE_INT for k in PROFILE_KEYS}}},
@@ -124,8 +128,29 @@ def load_pins(path: Path) -> dict:
     if doc["profile"] not in doc["profiles"]:
         raise UsageError(f"pins file {path}: profile {doc['profile']!r} is not one of its profiles "
                          f"({', '.join(doc['profiles'])})")
-    if doc["baseline"]["label"] == doc["candidate"]["label"]:
-        raise UsageError(f"pins file {path}: baseline and candidate share the label {doc['baseline']['label']!r}")
+    return normalize_sides(doc, f"pins file {path}")
+
+
+def normalize_sides(doc: dict, what: str) -> dict:
+    """One baseline and a list of candidates (``candidate`` is the two-sided form), with
+    distinct labels, the ledger's reference among them and ``combines`` naming candidates."""
+    if ("candidate" in doc) == ("candidates" in doc):
+        raise UsageError(f"{what}: give either [candidate] or [[candidates]], not {'both' if 'candidate' in doc else 'neither'}")
+    cands = doc.pop("candidates", None) or [doc.pop("candidate")]
+    labels = [doc["baseline"]["label"]] + [c["label"] for c in cands]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        raise UsageError(f"{what}: the label {dup[0]!r} names more than one side; each side needs its own")
+    names = [c["label"] for c in cands]
+    ref = doc.get("reference", names[0])
+    if ref not in names:
+        raise UsageError(f"{what}: reference {ref!r} is not a candidate; valid: {', '.join(names)}")
+    for c in cands:
+        for other in c.get("combines", []):
+            if other not in names or other == c["label"]:
+                raise UsageError(f"{what}: {c['label']!r} combines {other!r}, which is not another candidate; "
+                                 f"valid: {', '.join(n for n in names if n != c['label'])}")
+    doc["candidates"], doc["reference"] = cands, ref
     return doc
 
 

@@ -78,7 +78,7 @@ def case_name(case: dict) -> str:
     return f"{case['algo']}/{case['task']}/{case['sim']}"
 
 
-def _read_json(path: Path) -> dict:
+def read_json_file(path: Path) -> dict:
     text = read_text(Path(path), "file")
     try:
         return json.loads(text)
@@ -246,7 +246,7 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
     for p in paths:
         meta = Path(p).with_name(Path(p).name.removesuffix(".json") + ".meta.json")
         if meta.is_file():
-            batch = _read_json(meta).get("batch")
+            batch = read_json_file(meta).get("batch")
             if batch:
                 side.batches[p] = batch
     hardware = [_entry_hardware(d) for _, _, d in docs]
@@ -330,7 +330,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     res = found[0]
     res_path = results_dir / machine / f"{sha[:8]}-{res.env_name}.json"
     bench_path = results_dir / "benchmarks.json"
-    benchmarks = _read_json(bench_path) if bench_path.exists() else {}
+    benchmarks = read_json_file(bench_path) if bench_path.exists() else {}
     rows, versions = [], set()
     for track, (metric, factor) in ASV_TRACKS.items():
         key = f"{ASV_CLASS}.{track}"
@@ -361,7 +361,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     fails, align, run_batches = [], {}, []
     metas = sorted(metas, key=lambda m: int(m.name.split(".")[0].removeprefix("run")))
     for meta_path in metas:
-        meta = _read_json(meta_path)
+        meta = read_json_file(meta_path)
         if meta.get("version") != side.pins["benchmark_version"]:
             continue  # a run under other pinned parameters: kept on disk, not mixed in
         run_batches.append(meta.get("batch"))
@@ -378,7 +378,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
                                   f"({load.get('cpu_busy_fraction', 0):.0%} of CPUs used by other processes)")
         raw_json = meta_path.with_name(f"run{meta['run']}.json")
         if raw_json.exists():
-            _, _, a = entry_run_values(_read_json(raw_json), str(raw_json))
+            _, _, a = entry_run_values(read_json_file(raw_json), str(raw_json))
             _merge_alignment(align, a, str(raw_json))
         side.sources.append(str(meta_path))
     side.failed = pd.DataFrame(fails, columns=["run", "case", "message"])

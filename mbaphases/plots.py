@@ -161,6 +161,72 @@ def attribution_figure(rep):
 FIGURES = {"ratio": ratio_figure, "runs": runs_figure, "phases": phase_figure, "attribution": attribution_figure}
 
 
+def ledger_figure(ov):
+    """Per case, each candidate's gain against the reference, stacked by phase (ms per vector step)."""
+    led = ov.ledger
+    cases = list(dict.fromkeys(led.case))
+    cands = list(dict.fromkeys(led.candidate))
+    cols = min(4, max(1, len(cases)))
+    rows = math.ceil(len(cases) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 3.0 * rows), squeeze=False)
+    parts = (("physics", "#4C72B0"), ("update_state", "#55A868"), ("reset_done", "#C44E52"), ("other", "#8172B2"))
+    for ax, case in zip(axes.flat, cases):
+        sub = led[led.case == case].set_index("candidate")
+        pos_bottom, neg_bottom = np.zeros(len(cands)), np.zeros(len(cands))
+        for name, color in parts:
+            if name == "other":
+                vals = [-(_f(sub.loc[c, "delta_sum_ms"]) - sum(_f(sub.loc[c, f"{p}_ms"]) for p, _ in parts[:3]))
+                        for c in cands]
+            else:
+                vals = [-_f(sub.loc[c, f"{name}_ms"]) for c in cands]
+            vals = np.array(vals)
+            bottom = np.where(vals >= 0, pos_bottom, neg_bottom)
+            ax.bar(range(len(cands)), vals, bottom=bottom, color=color, label=name)
+            pos_bottom += np.where(vals >= 0, vals, 0)
+            neg_bottom += np.where(vals < 0, vals, 0)
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xticks(range(len(cands)), cands, rotation=30, ha="right", fontsize=7)
+        ax.set_title(_short(case), fontsize=9)
+        ax.tick_params(axis="y", labelsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(cases):]:
+        ax.axis("off")
+    axes.flat[0].set_ylabel(f"gain vs {ov.reference} (ms/step)")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"What each candidate bought against {ov.reference}, by phase (up: faster)", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def history_figure(ov):
+    """The candidates in first-parent order: ratio to the baseline per case, with the gate."""
+    by_label = {r.candidate.label: r for r in ov.reports}
+    order = [c for c in ov.history if c in by_label]
+    fig, ax = plt.subplots(figsize=(1.3 * len(order) + 3, 3.8))
+    cases = ov.reports[0].cases
+    for k, case in enumerate(cases):
+        ys = []
+        for c in order:
+            g = by_label[c].gate.set_index("case")
+            ys.append(_f(g.loc[case, "estimate"]) if case in g.index else float("nan"))
+        ax.plot(range(len(order)), ys, marker="o", color=plt.get_cmap("tab10")(k % 10), label=_short(case))
+    ax.axhline(ov.reports[0].threshold, color="black", ls="--", lw=1, label=f"gate {ov.reports[0].threshold:.2f}")
+    ax.set_xticks(range(len(order)), order, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("candidate / baseline (estimate)")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _f(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def draw_overview(ov, out: Path) -> dict[str, list[Path]]:
+    return {"ledger": _save(ledger_figure(ov), out, "ledger"), "history": _save(history_figure(ov), out, "history")}
+
+
 def draw_all(rep, out: Path) -> dict[str, list[Path]]:
     """Every picture as PNG and SVG under ``out``."""
     return {name: _save(make(rep), out, name) for name, make in FIGURES.items()}

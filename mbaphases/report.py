@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,7 +15,7 @@ from mbaphases import gate as gate_mod
 from mbaphases import tables
 from mbaphases.load import Side, hardware_differences
 
-SCHEMA = "mbaphases.summary/2"
+SCHEMA = "mbaphases.summary/3"
 DEFINITIONS = {
     "run_value": "A run's value for a metric is the entry's per-run figure: throughput is "
                  "collector_active_steps_per_sec; a phase is the mean over the run's recorded vector steps.",
@@ -58,6 +59,7 @@ class Report:
     input_kind: str
     cross_machine: list[str]  # hardware differences the user declared intended
     confidence: float
+    notes: list[str]  # about how the runs were taken (e.g. repeated looks)
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -88,7 +90,8 @@ def environment_table(b: Side, c: Side) -> pd.DataFrame:
 
 def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptions=None,
           dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv",
-          cross_machine: bool = False, confidence: float = gate_mod.DEFAULT_CONFIDENCE) -> Report:
+          cross_machine: bool = False, confidence: float = gate_mod.DEFAULT_CONFIDENCE,
+          notes: list[str] | None = None) -> Report:
     cases = tables.case_order(b, c, pinned_cases)
     thr = tables.throughput_table(b, c, cases)
     disp = tables.dispersion_table(b, c, cases, dispersion_limit)
@@ -97,7 +100,7 @@ def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptio
                                   hardware_diff=None if cross_machine else hw, confidence=confidence)
     return Report(b, c, cases, thr, tables.phase_table(b, c, cases), tables.attribution_table(b, c, cases), disp,
                   pd.DataFrame(gate_rows), gate_mod.verdict(gate_rows), threshold, min_runs,
-                  environment_table(b, c), input_kind, hw if cross_machine else [], confidence)
+                  environment_table(b, c), input_kind, hw if cross_machine else [], confidence, list(notes or []))
 
 
 # --- formatting ---------------------------------------------------------------------------------
@@ -212,6 +215,9 @@ def summary(rep: Report) -> dict:
         "confidence": rep.confidence,
         "min_runs": rep.min_runs,
         "cross_machine": rep.cross_machine,
+        "notes": rep.notes,
+        "candidates": [{"label": rep.candidate.label, "revision": rep.candidate.revision, "verdict": rep.verdict}],
+        "ledger": None,
         "verdict": rep.verdict,
         "counts": rep.gate.gate.value_counts().to_dict(),
         "cases": cases,
@@ -283,6 +289,7 @@ def markdown(rep: Report) -> str:
         f"# {c.label} vs {b.label}: collector throughput A/B",
         f"**Verdict: {rep.verdict}** (gate: candidate throughput >= {rep.threshold:.2f} x baseline; {counts}).",
         f"Baseline `{b.revision}` ({b.label}); candidate `{c.revision}` ({c.label}); input: {rep.input_kind}.",
+        *[f"**Note**: {n}" for n in rep.notes],
         "## Gate", _md(v["gate"]),
         "## Throughput: median [min, max] (env steps/s)", _md(v["throughput"]),
         "## Phases: median ms per vector step (baseline → candidate)", _md(v["phases"]),
@@ -318,3 +325,132 @@ def print_tables(rep: Report, stream) -> None:
     for name in ("gate", "throughput", "phases", "attribution", "dispersion"):
         print(f"\n== {name} ==", file=stream)
         print(v[name].to_string(index=False), file=stream)
+
+
+# --- one baseline, many candidates ----------------------------------------------------------------
+
+VERDICT_ORDER = ("INCOMPLETE", "FAIL", "INCONCLUSIVE", "PASS")
+
+
+def slug(label: str) -> str:
+    """A candidate's folder name in the report and on the page."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-").lower() or "candidate"
+
+
+def overall_verdict(verdicts: list[str]) -> str:
+    """PASS only when every candidate passes; otherwise the first of INCOMPLETE, FAIL, INCONCLUSIVE."""
+    return next(v for v in VERDICT_ORDER if v in verdicts)
+
+
+@dataclass
+class Overview:
+    reports: list[Report]
+    reference: str
+    ledger: pd.DataFrame
+    additivity: pd.DataFrame
+    history: list[str]  # candidate labels in first-parent order
+    verdict: str
+
+
+def build_overview(reps: list[Report], reference: str, combines: dict[str, list[str]], history: list[str]) -> Overview:
+    from mbaphases import ledger as ledger_mod
+
+    by_label = {r.candidate.label: r.candidate for r in reps}
+    ref = by_label[reference]
+    others = [r.candidate for r in reps if r.candidate.label != reference]
+    cases = reps[0].cases
+    led = ledger_mod.ledger_table(ref, others, cases)
+    add = ledger_mod.additivity_table(ref, by_label, combines, led, cases)
+    return Overview(reps, reference, led, add, history, overall_verdict([r.verdict for r in reps]))
+
+
+def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:
+    verdicts = pd.DataFrame({
+        "candidate": [r.candidate.label for r in ov.reports],
+        "revision": [r.candidate.revision[:12] for r in ov.reports],
+        "verdict": [r.verdict for r in ov.reports],
+        "gate per case": [", ".join(f"{n} {s}" for s, n in r.gate.gate.value_counts().items()) for r in ov.reports],
+        "median ratio to baseline (min-max over cases)": [
+            f"{_num(r.throughput.ratio.min(), '{:.3f}')}–{_num(r.throughput.ratio.max(), '{:.3f}')}" for r in ov.reports],
+    })
+    led = ov.ledger
+    lv = pd.DataFrame({"candidate": led.candidate, "case": led.case,
+                       f"ratio to {ov.reference}": [_num(x, "{:.3f}") for x in led.ratio],
+                       "Δ active ms": [_num(x, "{:+.3f}") for x in led.delta_sum_ms]})
+    for p in ("physics", "update_state", "reset_done"):
+        lv[f"Δ {p}"] = [_num(x, "{:+.3f}") for x in led[f"{p}_ms"]]
+    lv["Δ other"] = [_num(t - sum(r[f"{p}_ms"] or 0 for p in ("physics", "update_state", "reset_done")), "{:+.3f}")
+                     if t is not None and t == t else "n/a" for t, (_, r) in zip(led.delta_sum_ms, led.iterrows())]
+    a = ov.additivity
+    av = pd.DataFrame({
+        "combined": a.get("combined", []), "case": a.get("case", []),
+        "sum of single gains (Δ ms)": [_num(x, "{:+.3f}") for x in a.get("sum_of_parts_ms", [None] * len(a))],
+        "measured (Δ ms)": [_num(x, "{:+.3f}") for x in a.get("measured_ms", [None] * len(a))],
+        "tolerance (ms)": [_num(x, "{:.3f}") for x in a.get("tolerance_ms", [None] * len(a))],
+        "adds up": ["yes" if x is True else "no" if x is False else "n/a" for x in a.get("adds_up", [None] * len(a))],
+    }) if len(a) else pd.DataFrame()
+    return {"verdicts": verdicts, "ledger": lv, "additivity": av}
+
+
+def overview_markdown(ov: Overview) -> str:
+    v = overview_tables(ov)
+    b = ov.reports[0].baseline
+    parts = [
+        f"# {len(ov.reports)} candidates vs {b.label}: collector throughput",
+        f"**Verdict: {ov.verdict}** (every candidate must pass; gate: candidate throughput >= "
+        f"{ov.reports[0].threshold:.2f} x baseline at {ov.reports[0].confidence:.0%}).",
+        f"Baseline `{b.revision}` ({b.label}). One report per candidate in its folder.",
+        "## Gate per candidate", _md(v["verdicts"]),
+        f"## Ledger: each candidate against {ov.reference}",
+        "Change in active ms per vector step (negative: faster), split by phase as in each report's attribution.",
+        _md(v["ledger"]),
+    ]
+    if len(v["additivity"]):
+        parts += ["## Additivity: do the single optimizations add up?",
+                  "The sum of the single optimizations' changes beside the combined commit's measured change, "
+                  "against the same reference; they add up when the difference is within the run-to-run range of "
+                  "active ms of the sides involved.", _md(v["additivity"])]
+    parts += ["## History (first-parent order)", " → ".join(ov.history)]
+    for r in ov.reports:
+        parts += [f"## {r.candidate.label}: decision", decision_block(r)]
+    return "\n\n".join(parts) + "\n"
+
+
+def overview_summary(ov: Overview) -> dict:
+    b = ov.reports[0].baseline
+    return {
+        "schema": SCHEMA,
+        "generated_at": datetime.now(timezone.utc).isoformat(),
+        "input": ov.reports[0].input_kind,
+        "baseline": {"label": b.label, "revision": b.revision, "sources": b.sources, "notes": b.notes},
+        "threshold": ov.reports[0].threshold,
+        "confidence": ov.reports[0].confidence,
+        "verdict": ov.verdict,
+        "candidates": [{"label": r.candidate.label, "revision": r.candidate.revision, "verdict": r.verdict,
+                        "counts": r.gate.gate.value_counts().to_dict(),
+                        "summary": f"{slug(r.candidate.label)}/summary.json"} for r in ov.reports],
+        "ledger": {"reference": ov.reference, "history": ov.history,
+                   "rows": ov.ledger.to_dict("records"), "additivity": ov.additivity.to_dict("records")},
+        "definitions": DEFINITIONS,
+    }
+
+
+def write_overview(ov: Overview, out: Path) -> dict[str, Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"report.md": out / "report.md", "summary.json": out / "summary.json",
+             "ledger.csv": out / "ledger.csv", "additivity.csv": out / "additivity.csv"}
+    files["report.md"].write_text(overview_markdown(ov))
+    files["summary.json"].write_text(json.dumps(_clean(overview_summary(ov)), indent=2, allow_nan=False) + "\n")
+    ov.ledger.to_csv(files["ledger.csv"], index=False)
+    ov.additivity.to_csv(files["additivity.csv"], index=False)
+    return files
+
+
+def print_overview(ov: Overview, stream) -> None:
+    v = overview_tables(ov)
+    print(f"\n######## OVERALL VERDICT: {ov.verdict}", file=stream)
+    for name in ("verdicts", "ledger", "additivity"):
+        if len(v[name]):
+            print(f"\n== {name} ==", file=stream)
+            print(v[name].to_string(index=False), file=stream)

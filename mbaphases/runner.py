@@ -131,9 +131,68 @@ def summarize(metas: list[dict], sides: dict[str, str]) -> tuple[list[str], list
     return failures, warnings
 
 
-def run_ab(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
-           out=sys.stdout) -> int:
-    """Run the A/B with asv; returns the exit status (0: every run of every case succeeded)."""
+def resolve_sides(pins: dict, repo_path: Path | None, only: list[str] | None) -> list[dict]:
+    """Baseline first, then the candidates (those named by ``only``), each with its SHA.
+
+    A ref that does not resolve, or two sides on one commit, is refused."""
+    sides = [{"role": "baseline", **pins["baseline"]}] + [{"role": "candidate", **c} for c in pins["candidates"]]
+    if only:
+        labels = [x["label"] for x in sides]
+        unknown = [o for o in only if o not in labels]
+        if unknown:
+            raise UsageError(f"--sides {unknown[0]!r} is not a side; valid: {', '.join(labels)}")
+        sides = [x for x in sides if x["role"] == "baseline" or x["label"] in only]
+        if len(sides) < 2:
+            raise UsageError("--sides names no candidate; give at least one besides the baseline")
+    seen = {}
+    for x in sides:
+        x["sha"] = resolve_ref(repo_path, x["ref"]) if repo_path is not None else x["ref"]
+        if x["sha"] in seen:
+            raise UsageError(f"{x['label']!r} ({x['ref']}) and {seen[x['sha']]!r} are the same commit {x['sha'][:12]}")
+        seen[x["sha"]] = x["label"]
+    return sides
+
+
+def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo_path, names, out, tag) -> int:
+    """``rounds`` interleaved rounds over ``shas`` (asv reverses the order every other round)."""
+    if python is None:
+        hashfile = suite_dir / ".asv" / f"hashes-{tag}.txt"
+        hashfile.parent.mkdir(parents=True, exist_ok=True)
+        hashfile.write_text("\n".join(shas) + "\n")
+        cmd = base + [f"HASHFILE:{hashfile}", "-a", f"rounds={rounds}"]
+        cmd += ["--interleave-rounds"] if rounds > 1 else []
+        print("$ " + " ".join(cmd[1:]), file=out, flush=True)
+        return subprocess.run(cmd, cwd=suite_dir, env=env, check=False).returncode
+    # an existing environment: one asv invocation per run and side, the order reversed every round
+    worktrees = suite_dir / ".asv" / "worktrees"
+    for sha in shas:
+        wt = worktrees / sha
+        if not wt.exists():
+            _git(repo_path, "worktree", "add", "--detach", "-f", str(wt), sha)
+    rc = 0
+    for k in range(rounds):
+        for sha in (shas if k % 2 == 0 else shas[::-1]):
+            # asv takes no range with an existing environment and runs the head of every
+            # configured branch: a config copy naming only this commit runs it once
+            one = suite_dir / "asv.existing.resolved.conf.json"
+            one.write_text(json.dumps({**conf, "branches": [sha]}, indent=2))
+            cmd = [c if c != str(conf_path) else str(one) for c in base]
+            cmd += ["-E", f"existing:{python}", "--set-commit-hash", sha, "-a", "rounds=1"]
+            print(f"[round {k + 1}/{rounds}] {names[sha]}: $ " + " ".join(cmd[1:]), file=out, flush=True)
+            # existing environments get no ASV_* variables: name the checkout and commit
+            p = subprocess.run(cmd, cwd=suite_dir, check=False,
+                               env={**env, "MBAPHASES_TARGET_DIR": str(worktrees / sha), "MBAPHASES_COMMIT": sha})
+            rc = rc or p.returncode
+    return rc
+
+
+def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
+              only: list[str] | None = None, until_decisive: dict | None = None, out=sys.stdout) -> int:
+    """Run every side ``runs`` times with asv, interleaved; returns the exit status
+    (0: every run of every case succeeded).
+
+    ``until_decisive`` ({max_runs, budget_s, confidence, threshold}): afterwards add
+    rounds of every side while a candidate has an INCONCLUSIVE case."""
     conf_path = Path(conf_path).resolve()
     conf = load_asv_conf(conf_path)
     suite_dir = conf_path.parent
@@ -145,13 +204,10 @@ def run_ab(conf_path: Path, pins: dict, runs: int, machine: str | None, python: 
         raise UsageError(f"--runs {runs} must be >= 1")
     profile = pins["active_profile"]["name"]
     machine = machine or default_machine(profile)
-    sides = {}
-    for side in ("baseline", "candidate"):
-        ref = pins[side]["ref"]
-        sha = resolve_ref(repo_path, ref) if repo_path is not None else ref
-        sides[sha] = f"{pins[side]['label']} ({ref})"
-    if len(sides) != 2:
-        raise UsageError("baseline and candidate resolve to the same commit")
+    sides = resolve_sides(pins, repo_path, only)
+    names = {x["sha"]: f"{x['label']} ({x['ref']})" for x in sides}
+    for x in sides:
+        print(f"{x['role']:<9} {x['sha']}  {x['label']} ({x['ref']})", file=out, flush=True)
     # beside results/, not in it: asv walks every folder under results/ and warns on each
     raw_dir = suite_dir / "raw-runs"
     started = time.time()
@@ -160,51 +216,84 @@ def run_ab(conf_path: Path, pins: dict, runs: int, machine: str | None, python: 
            "MBAPHASES_PINS": pins["path"], "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch}
     ensure_machine(conf_path, machine)
     print(f"batch {batch}", file=out, flush=True)
-    shas = list(sides)
+    shas = [x["sha"] for x in sides]
     base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
             "--record-samples", "--append-samples", "--show-stderr"]
-    rc = 0
+    rc, looks, done_runs = 0, 0, runs
+    record = {"batch": batch, "machine": machine, "profile": profile, "started": started,
+              "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
     try:
-        if python is None:
-            hashfile = suite_dir / ".asv" / f"hashes-{int(started)}.txt"
-            hashfile.parent.mkdir(parents=True, exist_ok=True)
-            hashfile.write_text("\n".join(shas) + "\n")
-            cmd = base + [f"HASHFILE:{hashfile}", "-a", f"rounds={runs}", "--interleave-rounds"]
-            print("$ " + " ".join(cmd[1:]), file=out, flush=True)
-            rc = subprocess.run(cmd, cwd=suite_dir, env=env, check=False).returncode
-        else:
-            # an existing environment: one asv invocation per run and side, order alternating
-            worktrees = suite_dir / ".asv" / "worktrees"
-            for sha in shas:
-                wt = worktrees / sha
-                if not wt.exists():
-                    _git(repo_path, "worktree", "add", "--detach", "-f", str(wt), sha)
-            for k in range(runs):
-                for sha in (shas if k % 2 == 0 else shas[::-1]):
-                    # asv takes no range with an existing environment and runs the head of every
-                    # configured branch: a config copy naming only this commit runs it once
-                    one = suite_dir / "asv.existing.resolved.conf.json"
-                    one.write_text(json.dumps({**conf, "branches": [sha]}, indent=2))
-                    cmd = [c if c != str(conf_path) else str(one) for c in base]
-                    cmd += ["-E", f"existing:{python}", "--set-commit-hash", sha, "-a", "rounds=1"]
-                    print(f"[run {k + 1}/{runs}] {sides[sha]}: $ " + " ".join(cmd[1:]), file=out, flush=True)
-                    # existing environments get no ASV_* variables: name the checkout and commit
-                    p = subprocess.run(cmd, cwd=suite_dir, check=False,
-                                       env={**env, "MBAPHASES_TARGET_DIR": str(worktrees / sha), "MBAPHASES_COMMIT": sha})
-                    rc = rc or p.returncode
+        rc = _run_round(base, conf, conf_path, suite_dir, shas, runs, env, python, repo_path, names, out,
+                        f"{int(started)}")
+        if until_decisive is not None:
+            record["until_decisive"] = until_decisive
+            while True:
+                looks += 1
+                open_cases = undecided(conf_path, pins, sides, machine, until_decisive, out)
+                record["looks"] = looks
+                if not open_cases:
+                    print(f"[until decisive] look {looks}: every case decided after {done_runs} runs per side",
+                          file=out, flush=True)
+                    break
+                if done_runs >= until_decisive["max_runs"]:
+                    print(f"[until decisive] stopping at --max-runs {until_decisive['max_runs']}: "
+                          f"{len(open_cases)} case(s) still INCONCLUSIVE", file=out, flush=True)
+                    break
+                if time.time() - started >= until_decisive["budget_s"]:
+                    print(f"[until decisive] stopping: time budget of {until_decisive['budget_s']:.0f} s spent; "
+                          f"{len(open_cases)} case(s) still INCONCLUSIVE", file=out, flush=True)
+                    break
+                done_runs += 1
+                # rotated every round and reversed every other: no side always first or after one neighbour
+                k = done_runs % len(shas)
+                order = shas[k:] + shas[:k]
+                rc = _run_round(base, conf, conf_path, suite_dir, order if done_runs % 2 else order[::-1], 1, env,
+                                python, repo_path, names, out, f"{int(started)}-{done_runs}") or rc
     except KeyboardInterrupt:
         print("interrupted: every completed run is kept under " + str(raw_dir / machine), file=out)
         rc = 130
     metas = run_meta(raw_dir, machine, started)
-    failures, warnings = summarize(metas, sides)
+    failures, warnings = summarize(metas, names)
     for line in warnings + failures:
         print(line, file=out)
-    expected = 2 * runs
+    entry_s = sum(m.get("ended", 0) - m.get("started", 0) for m in metas)
+    wall_s = time.time() - started
+    record.update(ended=time.time(), runs_per_side=done_runs, entry_seconds=entry_s, wall_seconds=wall_s,
+                  entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas))
+    batches = raw_dir / machine / "batches"
+    batches.mkdir(parents=True, exist_ok=True)
+    (batches / f"{batch}.json").write_text(json.dumps(record, indent=2) + "\n")
+    expected = len(sides) * done_runs
     print(f"{len(metas)} of {expected} runs recorded under {raw_dir / machine}; "
           f"{len(failures)} failed case-runs; asv exit {rc}", file=out)
+    print(f"entry time {entry_s:.0f} s of {wall_s:.0f} s wall ({entry_s / wall_s:.0%} inside the entry processes)"
+          if wall_s else "", file=out)
     if failures or len(metas) < expected:
         return rc or 1
     return rc
+
+
+def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict, out) -> list[str]:
+    """Cases still INCONCLUSIVE for some candidate, at the confidence per planned look."""
+    from mbaphases import gate as gate_mod
+    from mbaphases import load
+
+    conf = load_asv_conf(conf_path)
+    results_dir = conf_path.parent / conf.get("results_dir", "results")
+    repo = conf_path.parent / conf["repo"]
+    base = load.load_asv_side(sides[0]["label"], sides[0]["sha"], results_dir, machine, repo)
+    open_cases = []
+    for cand in sides[1:]:
+        side = load.load_asv_side(cand["label"], cand["sha"], results_dir, machine, repo)
+        for row in gate_mod.evaluate(base, side, pins["cases"], until["threshold"], 1, {},
+                                     confidence=until["confidence"]):
+            if row["gate"] == "INCONCLUSIVE":
+                lo, hi = row["lower"], row["upper"]
+                span = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "n/a"
+                print(f"[until decisive] {cand['label']} {row['case']}: INCONCLUSIVE, interval {span}",
+                      file=out, flush=True)
+                open_cases.append(f"{cand['label']}: {row['case']}")
+    return open_cases
 
 
 def publish(conf_path: Path) -> int:

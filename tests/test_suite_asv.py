@@ -28,14 +28,23 @@ def git(repo, *args):
                         "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t.invalid"})
 
 
+def two_sided_pins(candidate_ref: str, label: str = "MBA dev") -> str:
+    """The suite's pins with one candidate (the two-sided form)."""
+    text = (ROOT / "pins.toml").read_text()
+    head, rest = text.split("[baseline]", 1)
+    rest = rest[rest.index("# the field's formal baseline"):]
+    head = "\n".join(line for line in head.splitlines() if not line.startswith("reference"))
+    return (head + '[baseline]\nref = "main"\nlabel = "main direct"\n\n'
+            f'[candidate]\nref = "{candidate_ref}"\nlabel = "{label}"\n\n' + rest)
+
+
 def make_suite(tmp: Path, candidate_ref: str) -> Path:
     suite = tmp / "suite"
     suite.mkdir()
     for name in ("asv.conf.json", "asv.field.conf.json", "pins.toml", "gate-exceptions.toml"):
         shutil.copy(ROOT / name, suite / name)
     shutil.copytree(ROOT / "benchmarks", suite / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))
-    pins = (suite / "pins.toml").read_text().replace('ref = "mba-dev"', f'ref = "{candidate_ref}"')
-    (suite / "pins.toml").write_text(pins)
+    (suite / "pins.toml").write_text(two_sided_pins(candidate_ref))
     return suite
 
 

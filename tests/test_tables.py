@@ -246,3 +246,45 @@ def test_two_batches_of_one_commit_with_a_shift_are_drift(tmp_path):
     assert drift and "batch-A" in text and "batch-B" in text
     steady = batch_side({"batch-C": [1000, 1010, 995], "batch-D": [1005, 990, 1012]})
     assert tables.batch_drift(steady, CASE_A)[0] is False
+
+
+# --- many candidates: the ledger and additivity -------------------------------------------------
+
+def phase_side(tmp_path, name, per_run_phases):
+    return load.load_raw_side(name, side_files(tmp_path, name, [{CASE_A: dict(p)} for p in per_run_phases]))
+
+
+BASE = dict(env_step=9.0, physics=6.0, step_core=6.5, update_state=1.5, reset_done=0.5, replay=0.6, bookkeeping=0.4)
+
+
+def test_ledger_splits_each_candidates_change_by_phase(tmp_path):
+    dev = phase_side(tmp_path, "dev", [BASE] * 3)
+    # faster physics by 1 ms (env_step and step_core move with it)
+    opt = phase_side(tmp_path, "opt", [{**BASE, "physics": 5.0, "step_core": 5.5, "env_step": 8.0}] * 3)
+    from mbaphases import ledger
+
+    row = ledger.ledger_table(dev, [opt], [CASE_A]).iloc[0]
+    assert row.delta_sum_ms == pytest.approx(-1.0) and row.physics_ms == pytest.approx(-1.0)
+    assert row.update_state_ms == pytest.approx(0.0) and row.reset_done_ms == pytest.approx(0.0)
+    # throughput 100 envs / active ms: 10 ms -> 9 ms
+    assert row.ratio == pytest.approx(round(10 / 9, 3))
+
+
+@pytest.mark.parametrize("combined_update_state, adds_up", [(0.5, True), (1.4, False)])
+def test_additivity_of_single_optimizations(tmp_path, combined_update_state, adds_up):
+    from mbaphases import ledger
+
+    jitter = [0.0, 0.01, -0.01]  # a small run-to-run range of active ms
+    def runs_of(**kw):
+        return [{**BASE, **kw, "bookkeeping": BASE["bookkeeping"] + j} for j in jitter]
+    dev = phase_side(tmp_path, "dev", runs_of())
+    a = phase_side(tmp_path, "a", runs_of(physics=5.0, step_core=5.5, env_step=8.0))   # -1 ms
+    b = phase_side(tmp_path, "b", runs_of(update_state=0.5, env_step=8.0))              # -1 ms
+    both = phase_side(tmp_path, "both", runs_of(physics=5.0, step_core=5.5, update_state=combined_update_state,
+                                               env_step=5.5 + combined_update_state + 0.5 + 0.5))
+    led = ledger.ledger_table(dev, [a, b, both], [CASE_A])
+    add = ledger.additivity_table(dev, {"a": a, "b": b, "both": both}, {"both": ["a", "b"]}, led, [CASE_A]).iloc[0]
+    assert add.sum_of_parts_ms == pytest.approx(-2.0)
+    assert add.measured_ms == pytest.approx(-2.0 if adds_up else -1.1)
+    assert add.tolerance_ms == pytest.approx(0.02)
+    assert bool(add.adds_up) is adds_up
