@@ -216,5 +216,5 @@ def history_order(args, pins: dict, cands: list[load.Side]) -> list[str]:
     p = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", cands[-1].revision],
                        capture_output=True, text=True, check=False)
     line = p.stdout.split()[::-1]
-    on_line = [c.label for c in sorted(cands, key=lambda c: line.index(c.revision)) if c.revision in line]
-    return on_line or [c.label for c in cands]
+    on_line = sorted((c for c in cands if c.revision in line), key=lambda c: line.index(c.revision))
+    return [c.label for c in on_line] or [c.label for c in cands]

@@ -1,0 +1,123 @@
+"""One baseline and several candidates through real asv at the tiny profile, and
+runs added until decisive. Existing-environment mode (this interpreter), two
+cases, so the rounds stay short."""
+import json
+import re
+import sys
+
+import pytest
+
+from mbaphases.demo_repo import generate
+from test_suite_asv import ROOT, make_suite, run_mbaphases
+
+CASES = ["sac/g1_walk_flat/mujoco", "sac/g1_motion_tracking/motrix"]
+SIDES = [("main", "main direct"), ("mba-dev", "MBA dev"), ("opt/reset", "opt reset"), ("mba-next", "MBA next")]
+
+
+def sides_pins(sides, runs=2, extra=""):
+    text = (ROOT / "pins.toml").read_text()
+    head, rest = text.split("[baseline]", 1)
+    head = re.sub(r"cases = \[.*?\]", "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]", head, flags=re.S)
+    head = re.sub(r"^runs = \d+", f"runs = {runs}", head, flags=re.M)
+    head = "\n".join(line for line in head.splitlines() if not line.startswith("reference")) + "\n" + extra
+    rest = rest[rest.index("# the field's formal baseline"):]
+    (bref, blabel), *cands = sides
+    body = f'[baseline]\nref = "{bref}"\nlabel = "{blabel}"\n\n'
+    for ref, label in cands:
+        body += f'[[candidates]]\nref = "{ref}"\nlabel = "{label}"\n'
+        if label == "MBA next":
+            body += 'combines = ["opt reset"]\n'
+        body += "\n"
+    return head + body + rest
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    suite = make_suite(tmp_path_factory.mktemp("many"), "mba-dev")
+    (suite / "pins.toml").write_text(sides_pins(SIDES, extra='reference = "MBA dev"\n'))
+    shas = generate(suite / "demo-target")
+    p = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "sidebox")
+    return suite, shas, p
+
+
+def test_every_side_runs_in_every_round_in_alternating_order(many):
+    suite, shas, p = many
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    order = re.findall(r"\[round (\d)/2\] ([^:]+) \(", p.stdout)
+    labels = [label for _, label in SIDES]
+    assert [lbl for r, lbl in order if r == "1"] == labels
+    assert [lbl for r, lbl in order if r == "2"] == labels[::-1]
+    for ref, _ in SIDES:
+        assert p.stdout.count(shas[ref]) >= 1, "the resolved SHAs are printed first"
+        metas = list((suite / "raw-runs" / "sidebox" / shas[ref]).glob("run*.meta.json"))
+        assert len(metas) == 2
+    (record,) = (suite / "raw-runs" / "sidebox" / "batches").glob("*.json")
+    rec = json.loads(record.read_text())
+    assert rec["recorded_runs"] == 8 and 0 < rec["entry_share"] <= 1
+    assert "inside the entry processes" in p.stdout
+
+
+def test_report_per_candidate_with_ledger(many, tmp_path):
+    suite, shas, _ = many
+    r = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--html", str(tmp_path / "html" / "m"),
+                      "--machine", "sidebox", "--min-runs", "2")
+    assert r.returncode in (0, 1), r.stderr
+    s = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert s["schema"] == "mbaphases.summary/3"
+    assert [c["label"] for c in s["candidates"]] == ["MBA dev", "opt reset", "MBA next"]
+    for c in s["candidates"]:
+        one = json.loads((tmp_path / "rep" / c["summary"]).read_text())
+        assert one["candidate"]["label"] == c["label"] and one["baseline"]["revision"] == shas["main"]
+        assert {x["case"] for x in one["cases"]} == set(CASES)
+    ledger = s["ledger"]
+    assert ledger["reference"] == "MBA dev"
+    assert {(row["candidate"], row["case"]) for row in ledger["rows"]} == {
+        (c, case) for c in ("opt reset", "MBA next") for case in CASES}
+    assert {a["combined"] for a in ledger["additivity"]} == {"MBA next"}
+    assert ledger["history"][0] == "MBA dev" and ledger["history"][-1] == "MBA next"
+    page = (tmp_path / "html" / "m" / "index.html").read_text()
+    assert 'href="mba-dev/index.html"' in page and "Ledger" in page and "History" in page
+    assert (tmp_path / "html" / "m" / "mba-next" / "index.html").is_file()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--sides", "nobody"], "--sides 'nobody' is not a side"),
+])
+def test_bad_sides(many, args, needle):
+    suite, _, _ = many
+    r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "sidebox", *args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_candidates_on_one_commit_or_with_one_label_are_refused(tmp_path):
+    suite = make_suite(tmp_path, "mba-dev")
+    generate(suite / "demo-target")
+    (suite / "pins.toml").write_text(sides_pins([("main", "a"), ("mba-dev", "b"), ("mba-dev", "c")]))
+    r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable)
+    assert r.returncode == 2 and "same commit" in r.stderr
+    (suite / "pins.toml").write_text(sides_pins([("main", "a"), ("mba-dev", "b"), ("opt/reset", "b")]))
+    r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable)
+    assert r.returncode == 2 and "'b' names more than one side" in r.stderr
+    (suite / "pins.toml").write_text(sides_pins([("main", "a"), ("mba-dev", "b")], extra='reference = "zz"\n'))
+    r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable)
+    assert r.returncode == 2 and "reference 'zz' is not a candidate" in r.stderr
+
+
+def test_until_decisive_adds_rounds_then_stops_at_max_runs_or_budget(tmp_path):
+    suite = make_suite(tmp_path, "mba-dev")
+    (suite / "pins.toml").write_text(sides_pins(SIDES[:2], runs=1))
+    generate(suite / "demo-target")
+    # one run a side cannot give a 90% interval: every case stays open, so a round is added
+    r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "ud",
+                      "--until-decisive", "--max-runs", "2")
+    assert "INCONCLUSIVE" in r.stdout and "stopping at --max-runs 2" in r.stdout, r.stdout[-3000:]
+    recs = list((suite / "raw-runs" / "ud" / "batches").glob("*.json"))
+    rec = json.loads(recs[0].read_text())
+    assert rec["runs_per_side"] == 2 and rec["looks"] == 2 and rec["until_decisive"]["planned_looks"] == 2
+    assert rec["until_decisive"]["confidence"] == pytest.approx(0.95)
+    rep = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--machine", "ud", "--min-runs", "2")
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "2 look(s) taken of 2 planned" in md and "95% interval" in md, rep.stderr
+    r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "ud2",
+                      "--until-decisive", "--max-runs", "5", "--budget-min", "0.001")
+    assert "time budget" in r.stdout and len(list((suite / "raw-runs" / "ud2").glob("*/run*.meta.json"))) == 2
