@@ -3,6 +3,8 @@ in the target's own asv environment, where nothing of this suite is installed.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import math
@@ -22,6 +24,53 @@ PACKAGES = ("numpy", "torch", "mujoco", "mujoco-uni-runtime", "motrixsim", "motr
             "hydra-core", "omegaconf", "asv", "asv_runner")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "UNILAB_COLLECTOR_TORCH_THREADS")
 BUSY_FRACTION = 0.25  # other processes using more than this share of all CPUs: flagged
+# the machine-wide formal-run lock (also taken by `mbaphases run` for its whole run)
+LOCK_PATH = Path(os.environ.get("MBAPHASES_LOCK", "/tmp/mbaphases-formal-run.lock"))
+LOCK_TIMEOUT_S = float(os.environ.get("MBAPHASES_LOCK_TIMEOUT", "3600"))
+
+
+@contextlib.contextmanager
+def entry_lock(what: str):
+    """Hold the formal-run lock for one entry run, whoever started asv.
+
+    Under `mbaphases run` (which holds it for the whole run and names itself in
+    MBAPHASES_LOCK_HOLDER) the parent's hold counts. Otherwise wait for it, saying
+    who holds it, up to MBAPHASES_LOCK_TIMEOUT seconds. Yields what the run's meta
+    records: whether it ran alone, how long it waited, whom it waited for."""
+    parent = os.environ.get("MBAPHASES_LOCK_HOLDER")
+    if parent:
+        yield {"alone": True, "held_by": parent, "waited_s": float(os.environ.get("MBAPHASES_LOCK_WAITED_S", 0))}
+        return
+    LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(LOCK_PATH, "a+")
+    started, holder, said = time.time(), None, False
+    try:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                if not said:
+                    print(f"waiting for the formal-run lock {LOCK_PATH}, held by: {holder}", file=sys.stderr, flush=True)
+                    said = True
+                if time.time() - started > LOCK_TIMEOUT_S:
+                    yield {"alone": False, "held_by": None, "waited_s": time.time() - started, "waited_for": holder,
+                           "timed_out": True}
+                    return
+                time.sleep(1.0)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}: {what}\n")
+        fh.flush()
+        yield {"alone": True, "held_by": f"this run (pid {os.getpid()})", "waited_s": time.time() - started,
+               "waited_for": holder}
+    finally:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+        finally:
+            fh.close()
 
 
 def load_pins() -> dict:
@@ -162,8 +211,7 @@ def run_entry(pins: dict) -> dict:
     batch = os.environ.get("MBAPHASES_BATCH") or f"asv-{time.strftime('%Y-%m-%d')}"
     meta = {"machine": machine, "commit": commit, "run": k, "batch": batch, "profile": prof, "cases": pins["cases"],
             "baseline": pins["baseline"], "candidates": pins.get("candidates") or [pins.get("candidate")],
-            "version": pins_version(pins),
-            "load_start": host_load()}
+            "version": pins_version(pins)}
     cmd = [sys.executable, str(target / ENTRY_REL), "--cases", ",".join(pins["cases"]),
            "--num-envs", str(prof["num_envs"]), "--warmup-steps", str(prof["warmup_steps"]),
            "--measure-steps", str(prof["measure_steps"]),
@@ -171,9 +219,17 @@ def run_entry(pins: dict) -> dict:
            "--out-json", f"{stem}.json", "--out-csv", f"{stem}.csv", "--continue-on-error"]
     env = {**os.environ, "UNILAB_COLLECTOR_TORCH_THREADS": str(prof["torch_threads"])}
     meta["command"] = cmd
-    meta["started"] = time.time()
-    proc = subprocess.run(cmd, cwd=target, env=env, capture_output=True, text=True, check=False)
-    meta["ended"] = time.time()
+    with entry_lock(f"entry run {stem}") as lock:
+        meta["lock"] = lock
+        if lock.get("timed_out"):
+            proc = subprocess.CompletedProcess(cmd, 1, "", f"not run: the formal-run lock stayed held by "
+                                               f"{lock['waited_for']} for {lock['waited_s']:.0f} s")
+            meta["started"] = meta["ended"] = time.time()
+        else:
+            meta["load_start"] = host_load()
+            meta["started"] = time.time()
+            proc = subprocess.run(cmd, cwd=target, env=env, capture_output=True, text=True, check=False)
+            meta["ended"] = time.time()
     meta["load_end"] = host_load()
     meta["returncode"] = proc.returncode
     meta["environment"] = environment()

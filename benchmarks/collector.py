@@ -1,13 +1,17 @@
 """The field's off-policy collector benchmark, per case.
 
 One asv round = one fresh run of the target's benchmark entry over every case
-(setup_cache); every track_ method reads its metric from that run. A metric's
+(setup_cache); every entry_ method reads its metric from that run. A metric's
 value per run is the mean over the run's recorded vector steps, returned as one
 asv sample, so rounds accumulate one sample per independent run.
 
-Times are seconds per vector step (lower is better, as asv reads every row);
-throughput is env steps per second, where higher is better: asv's
-"better/worse" wording is reversed on that row.
+``entry_`` methods are of the benchmark type in asv-plugin/ (installed into every
+asv environment): unlike asv's own track type it declares ``rounds``, so plain
+``asv run`` and ``asv continuous`` take the pinned number of independent runs.
+
+Every metric is lower-is-better, as asv reads every row: times are seconds per
+vector step, and throughput is stored as seconds per million env steps
+(1e6 / collector_active_steps_per_sec), so a slower candidate reads as worse.
 """
 from benchmarks._target import load_pins, pins_version, run_entry
 
@@ -43,53 +47,53 @@ class CollectorActive:
             raise RuntimeError(f"case {case} failed in run {run['run']}: {run['errors'][case]}")
         return {"samples": [value_of(run["results"][case])], "number": 1}
 
-    def track_throughput(self, run, case):
-        return self._sample(run, case, lambda r: float(r["collector_active_steps_per_sec"]))
+    def entry_time_per_million_steps(self, run, case):
+        return self._sample(run, case, lambda r: 1e6 / float(r["collector_active_steps_per_sec"]))
 
-    track_throughput.unit = "env steps/s"
+    entry_time_per_million_steps.unit = "seconds"
 
-    def track_active_time(self, run, case):
+    def entry_active_time(self, run, case):
         return self._sample(run, case, lambda r: r["total_active_ms"] / r["measure_steps"] / 1000.0)
 
-    track_active_time.unit = "seconds"
+    entry_active_time.unit = "seconds"
 
-    def track_env_step(self, run, case):
+    def entry_env_step(self, run, case):
         return self._sample(run, case, lambda r: _stat(r, "phase_ms_per_vector_step", "env_step_ms"))
 
-    track_env_step.unit = "seconds"
+    entry_env_step.unit = "seconds"
 
-    def track_physics(self, run, case):
+    def entry_physics(self, run, case):
         return self._sample(run, case, lambda r: _stat(r, "physics_ms_per_vector_step"))
 
-    track_physics.unit = "seconds"
+    entry_physics.unit = "seconds"
 
-    def track_step_core(self, run, case):
+    def entry_step_core(self, run, case):
         return self._sample(run, case, lambda r: _stat(r, "env_step_timing_ms_per_vector_step", "step_core_ms"))
 
-    track_step_core.unit = "seconds"
+    entry_step_core.unit = "seconds"
 
-    def track_update_state(self, run, case):
+    def entry_update_state(self, run, case):
         return self._sample(run, case, lambda r: _stat(r, "env_step_timing_ms_per_vector_step", "update_state_ms"))
 
-    track_update_state.unit = "seconds"
+    entry_update_state.unit = "seconds"
 
-    def track_reset_done(self, run, case):
+    def entry_reset_done(self, run, case):
         return self._sample(run, case, lambda r: _stat(r, "env_step_timing_ms_per_vector_step", "reset_done_ms"))
 
-    track_reset_done.unit = "seconds"
+    entry_reset_done.unit = "seconds"
 
-    def track_replay(self, run, case):
+    def entry_replay(self, run, case):
         return self._sample(run, case, lambda r: _stat(r, "phase_ms_per_vector_step", "replay_ms"))
 
-    track_replay.unit = "seconds"
+    entry_replay.unit = "seconds"
 
-    def track_bookkeeping(self, run, case):
+    def entry_bookkeeping(self, run, case):
         return self._sample(run, case, lambda r: _stat(r, "phase_ms_per_vector_step", "bookkeeping_ms"))
 
-    track_bookkeeping.unit = "seconds"
+    entry_bookkeeping.unit = "seconds"
 
-    def track_resets_per_step(self, run, case):
+    def entry_resets_per_step(self, run, case):
         # a count, not a time: the entry stores it in a TimingStats under *_ms keys
         return self._sample(run, case, lambda r: 1000.0 * _stat(r, "env_step_timing_ms_per_vector_step", "reset_done_count"))
 
-    track_resets_per_step.unit = "resets/step"
+    entry_resets_per_step.unit = "resets/step"

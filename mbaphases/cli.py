@@ -30,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--python", default=None, help="use this existing python instead of building environments")
     r.add_argument("--field-repo", default=None, help="run against the field's repository (URL or path)")
     r.add_argument("--field-package", default=None, help="the field repository's package name")
+    r.add_argument("--lock-timeout-min", type=float, default=120.0,
+                   help="wait at most this long for another formal run to finish (default 120)")
     r.add_argument("--sides", default=None, help="comma list of side labels to run (the baseline always runs)")
     r.add_argument("--until-decisive", action="store_true",
                    help="after the pinned runs, add interleaved rounds while a case is INCONCLUSIVE")
@@ -105,11 +107,11 @@ def _run(args) -> int:
                      "threshold": float(g.get("threshold", 0.90))}
         only = [x.strip() for x in args.sides.split(",") if x.strip()] if args.sides else None
         try:
-            with runner.formal_run_lock(f"mbaphases run {conf}"):
+            with runner.formal_run_lock(f"mbaphases run {conf}", 60 * args.lock_timeout_min):
                 return runner.run_sides(conf, pins, runs, args.machine, args.python, only, until)
         except runner.LockBusy as e:
             print(f"error: {e}", file=sys.stderr)
-            return 3
+            return EXIT_LOCK_TIMEOUT
     if args.command == "report":
         from mbaphases.commands import report_command
 
@@ -124,6 +126,7 @@ def _run(args) -> int:
 
 
 EXIT_USAGE, EXIT_INTERNAL = 2, 3
+EXIT_LOCK_TIMEOUT = 75  # EX_TEMPFAIL: another formal run kept the machine
 
 
 def main(argv=None) -> int:

@@ -25,13 +25,17 @@ import pandas as pd
 from mbaphases.errors import UsageError
 from mbaphases.inputs import read_text
 
-# asv track_ name -> (metric, factor from the stored unit)
+# asv benchmark name -> (metric, value from the stored sample): every stored metric is
+# lower-is-better for asv; throughput is stored as seconds per million env steps
 ASV_TRACKS = {
-    "track_throughput": ("throughput", 1.0), "track_active_time": ("active_ms", 1000.0),
-    "track_env_step": ("env_step_ms", 1000.0), "track_physics": ("physics_ms", 1000.0),
-    "track_step_core": ("step_core_ms", 1000.0), "track_update_state": ("update_state_ms", 1000.0),
-    "track_reset_done": ("reset_done_ms", 1000.0), "track_replay": ("replay_ms", 1000.0),
-    "track_bookkeeping": ("bookkeeping_ms", 1000.0), "track_resets_per_step": ("resets_per_step", 1.0),
+    "entry_time_per_million_steps": ("throughput", lambda x: 1e6 / x),
+    "entry_active_time": ("active_ms", lambda x: 1000.0 * x),
+    "entry_env_step": ("env_step_ms", lambda x: 1000.0 * x), "entry_physics": ("physics_ms", lambda x: 1000.0 * x),
+    "entry_step_core": ("step_core_ms", lambda x: 1000.0 * x),
+    "entry_update_state": ("update_state_ms", lambda x: 1000.0 * x),
+    "entry_reset_done": ("reset_done_ms", lambda x: 1000.0 * x), "entry_replay": ("replay_ms", lambda x: 1000.0 * x),
+    "entry_bookkeeping": ("bookkeeping_ms", lambda x: 1000.0 * x),
+    "entry_resets_per_step": ("resets_per_step", lambda x: x),
 }
 ASV_CLASS = "collector.CollectorActive"
 ALIGN_KEYS = ("num_envs", "replay_capacity_rows", "replay_capacity_steps", "obs_dim", "critic_dim", "action_dim",
@@ -332,7 +336,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     bench_path = results_dir / "benchmarks.json"
     benchmarks = read_json_file(bench_path) if bench_path.exists() else {}
     rows, versions = [], set()
-    for track, (metric, factor) in ASV_TRACKS.items():
+    for track, (metric, convert) in ASV_TRACKS.items():
         key = f"{ASV_CLASS}.{track}"
         if key not in res.get_all_result_keys():
             continue
@@ -348,17 +352,19 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
                     continue  # a failed run (throughput) or a metric the target does not report
                 where = f"{track} sample {k + 1} of {case}"
                 value = _number(value, str(res_path), where, positive=metric == "throughput")
-                rows.append({"run": f"r{k + 1}", "case": case, "metric": metric, "value": value * factor})
-    if not rows:
-        raise UsageError(f"side {label!r}: no collector samples for {sha[:8]} on {machine}")
+                rows.append({"run": f"r{k + 1}", "case": case, "metric": metric, "value": convert(value)})
+    from_raw = not rows
+    if not versions:
+        raise UsageError(f"side {label!r}: no collector results for {sha[:8]} on {machine}")
     if len(versions) > 1:
         raise UsageError(f"{sha[:8]}: mixed benchmark versions {sorted(map(str, versions))}")
-    side = Side(label, sha, pd.DataFrame(rows), pd.DataFrame(columns=["run", "case", "message"]))
+    side = Side(label, sha, pd.DataFrame(rows, columns=["run", "case", "metric", "value"]),
+                pd.DataFrame(columns=["run", "case", "message"]))
     side.sources = [str(results_dir / machine)]
     side.pins = {"benchmark_version": next(iter(versions))}
     raw = Path(raw_dir or results_dir.parent / "raw-runs") / machine / sha
     metas = sorted(raw.glob("run*.meta.json"))
-    fails, align, run_batches = [], {}, []
+    fails, align, run_batches, raw_rows = [], {}, [], []
     metas = sorted(metas, key=lambda m: int(m.name.split(".")[0].removeprefix("run")))
     for meta_path in metas:
         meta = read_json_file(meta_path)
@@ -378,9 +384,18 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
                                   f"({load.get('cpu_busy_fraction', 0):.0%} of CPUs used by other processes)")
         raw_json = meta_path.with_name(f"run{meta['run']}.json")
         if raw_json.exists():
-            _, _, a = entry_run_values(read_json_file(raw_json), str(raw_json))
+            values, _, a = entry_run_values(read_json_file(raw_json), str(raw_json))
             _merge_alignment(align, a, str(raw_json))
+            if from_raw:
+                raw_rows += [{"run": f"r{len(run_batches)}", "case": c, "metric": m, "value": x}
+                             for c, v in values.items() for m, x in v.items()]
         side.sources.append(str(meta_path))
+    if from_raw:
+        # asv kept no samples (a run without --record-samples): the raw runs hold each run's values
+        if not raw_rows:
+            raise UsageError(f"side {label!r}: no collector samples and no raw runs for {sha[:8]} on {machine}")
+        side.values = pd.DataFrame(raw_rows, columns=["run", "case", "metric", "value"])
+        side.notes.append("per-run values from the raw runs: asv stored no samples (run without --record-samples)")
     side.failed = pd.DataFrame(fails, columns=["run", "case", "message"])
     side.alignment = align
     # asv appends one sample per run, in run order: sample k is the k-th run of these pins

@@ -25,24 +25,41 @@ class LockBusy(Exception):
 
 
 @contextmanager
-def formal_run_lock(what: str):
-    """Machine-wide: a second formal run is refused while one holds it."""
+def formal_run_lock(what: str, timeout_s: float = 7200.0, out=sys.stderr):
+    """Machine-wide: formal runs never overlap. A second one waits, naming the holder,
+    up to ``timeout_s`` (then LockBusy). Yields the seconds waited; the entry runs it
+    starts see MBAPHASES_LOCK_HOLDER and count this hold as theirs."""
     LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
     fh = open(LOCK_PATH, "a+")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.seek(0)
-        holder = fh.read().strip() or "unknown"
-        fh.close()
-        raise LockBusy(f"another formal run holds {LOCK_PATH} ({holder}); formal runs must not overlap") from None
+    started, said = time.time(), False
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            if time.time() - started > timeout_s:
+                fh.close()
+                raise LockBusy(f"another formal run held {LOCK_PATH} for {timeout_s:.0f} s ({holder}); "
+                               "formal runs must not overlap") from None
+            if not said:
+                print(f"waiting for the formal-run lock {LOCK_PATH}, held by: {holder}", file=out, flush=True)
+                said = True
+            time.sleep(1.0)
     fh.seek(0)
     fh.truncate()
-    fh.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}: {what}\n")
+    me = f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}: {what}"
+    fh.write(me + "\n")
     fh.flush()
+    waited = time.time() - started
+    os.environ["MBAPHASES_LOCK_HOLDER"] = me
+    os.environ["MBAPHASES_LOCK_WAITED_S"] = f"{waited:.1f}"
     try:
-        yield
+        yield waited
     finally:
+        os.environ.pop("MBAPHASES_LOCK_HOLDER", None)
+        os.environ.pop("MBAPHASES_LOCK_WAITED_S", None)
         fh.seek(0)
         fh.truncate()
         fcntl.flock(fh, fcntl.LOCK_UN)

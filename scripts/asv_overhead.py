@@ -60,7 +60,7 @@ def main():
 
         def run_asv(k):
             subprocess.run([sys.executable, "-m", "asv", "run", "-E", f"existing:{sys.executable}", "--set-commit-hash",
-                            sha, "-a", "rounds=1", "--machine", "overhead", "-b", "track_throughput"],
+                            sha, "-a", "rounds=1", "--machine", "overhead", "-b", "entry_time_per_million_steps"],
                            cwd=suite, env=env, check=True, capture_output=True)
             raw = sorted((suite / "raw-runs" / "overhead" / sha).glob("run*.json"), key=lambda f: f.stat().st_mtime)
             doc = json.loads([f for f in raw if not f.name.endswith(".meta.json")][-1].read_text())

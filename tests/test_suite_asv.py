@@ -16,8 +16,8 @@ from mbaphases.demo_repo import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = 7
-METRICS = ("track_throughput", "track_active_time", "track_env_step", "track_physics", "track_step_core",
-           "track_update_state", "track_reset_done", "track_replay", "track_bookkeeping", "track_resets_per_step")
+METRICS = ("entry_time_per_million_steps", "entry_active_time", "entry_env_step", "entry_physics", "entry_step_core",
+           "entry_update_state", "entry_reset_done", "entry_replay", "entry_bookkeeping", "entry_resets_per_step")
 SLOW_CASE = "flashsac/go2_joystick_flat/mujoco"
 BROKEN_CASE = "sac/g1_walk_flat/motrix"
 
@@ -43,7 +43,9 @@ def make_suite(tmp: Path, candidate_ref: str) -> Path:
     suite.mkdir()
     for name in ("asv.conf.json", "asv.field.conf.json", "pins.toml", "gate-exceptions.toml"):
         shutil.copy(ROOT / name, suite / name)
-    shutil.copytree(ROOT / "benchmarks", suite / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("benchmarks", "asv-plugin"):
+        shutil.copytree(ROOT / folder, suite / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
     (suite / "pins.toml").write_text(two_sided_pins(candidate_ref))
     return suite
 
@@ -127,9 +129,15 @@ def test_compare_shows_the_slower_candidate_as_worse(ab):
         row = next(l for l in out.splitlines() if f"{metric}('{SLOW_CASE}')" in l)
         return float(row.split("|")[4].strip().lstrip("~"))
 
-    assert ratio("track_active_time") > 1.5, out
-    assert ratio("track_physics") > 1.5
-    assert ratio("track_throughput") < 0.7  # higher is better here: the row asv words in reverse
+    assert ratio("entry_active_time") > 1.5, out
+    assert ratio("entry_physics") > 1.5
+    # throughput is stored lower-is-better (seconds per million env steps): the slower
+    # candidate reads > 1 here, as 1 / the report's throughput ratio
+    assert ratio("entry_time_per_million_steps") > 1.5
+    r = run_mbaphases(suite, "report", "--out", str(suite / "compare-report"), "--machine", "testbox", "--quiet")
+    s = json.loads((suite / "compare-report" / "summary.json").read_text())
+    report_ratio = next(c for c in s["cases"] if c["case"] == SLOW_CASE)["throughput"]["ratio"]
+    assert report_ratio < 1 and ratio("entry_time_per_million_steps") == pytest.approx(1 / report_ratio, rel=0.02), r.stderr
 
 
 def test_report_from_asv_results(ab, tmp_path):
@@ -181,7 +189,7 @@ def test_report_from_corrupted_asv_results_is_one_line(ab, tmp_path, corruption,
         path.write_text(text[: len(text) // 2])
     else:
         doc = json.loads(text)
-        row = doc["results"]["collector.CollectorActive.track_throughput"]
+        row = doc["results"]["collector.CollectorActive.entry_time_per_million_steps"]
         samples = row[doc["result_columns"].index("samples")]
         samples[0] = ["fast", *samples[0][1:]] if corruption == "string" else [0.0 for _ in samples[0]]
         path.write_text(json.dumps(doc))
@@ -199,17 +207,42 @@ def test_report_with_results_dir_and_branch_names_says_why(ab, tmp_path):
     assert r.returncode == 2 and "no repository to resolve names" in r.stderr
 
 
-def test_lock_refuses_a_concurrent_formal_run(ab):
-    suite, _, _ = ab
+def test_a_second_formal_run_waits_for_the_lock_and_says_so(ab):
+    suite, shas, _ = ab
     holder = subprocess.Popen([sys.executable, "-c", "import time; from mbaphases.runner import formal_run_lock\n"
-                               "with formal_run_lock('test holder'):\n    print('held', flush=True); time.sleep(60)"],
+                               "with formal_run_lock('test holder'):\n    print('held', flush=True); time.sleep(8)"],
                               env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")}, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        r = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", "1", "--python", sys.executable, "--machine", "testbox")
-        assert r.returncode == 3 and "another formal run" in r.stderr and "test holder" in r.stderr
+        r = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", "1", "--python", sys.executable,
+                          "--machine", "lockbox", "--sides", "MBA dev")
     finally:
         holder.kill()
+    assert "waiting for the formal-run lock" in r.stderr and "test holder" in r.stderr, r.stderr[-2000:]
+    metas = list((suite / "raw-runs" / "lockbox").glob("*/run*.meta.json"))
+    assert len(metas) == 2
+    for m in metas:
+        lock = json.loads(m.read_text())["lock"]
+        assert lock["alone"] and lock["waited_s"] >= 3 and "mbaphases run" in lock["held_by"]
+
+
+def test_an_entry_run_started_outside_waits_for_the_lock(ab, tmp_path):
+    """An asv run typed by hand while a formal run holds the machine: its entry run waits."""
+    suite, shas, _ = ab
+    holder = subprocess.Popen([sys.executable, "-c", "import time; from mbaphases.runner import formal_run_lock\n"
+                               "with formal_run_lock('formal run in progress'):\n    print('held', flush=True); time.sleep(6)"],
+                              env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")}, stdout=subprocess.PIPE, text=True)
+    code = ("import sys; sys.path.insert(0, '.'); from benchmarks import _target\n"
+            "with _target.entry_lock('by hand') as lock:\n    print(lock)")
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MBAPHASES_LOCK_")}
+        p = subprocess.run([sys.executable, "-c", code], cwd=suite, capture_output=True, text=True, timeout=120,
+                           env={**env, "MBAPHASES_LOCK": str(suite / "formal.lock")})
+    finally:
+        holder.kill()
+    assert "waiting for the formal-run lock" in p.stderr and "formal run in progress" in p.stderr
+    assert "'alone': True" in p.stdout and "'waited_for': 'pid" in p.stdout
 
 
 def test_interrupt_keeps_completed_runs(tmp_path):
