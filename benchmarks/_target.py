@@ -10,15 +10,22 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from importlib import metadata
 from pathlib import Path
 
-ENTRY_REL = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
+# where the field's collector entry has lived, newest first
+ENTRY_PATHS = ("scripts/benchmark/rl/benchmark_offpolicy_collector_active.py",
+               "benchmark/rl/benchmark_offpolicy_collector_active.py",
+               "benchmark/benchmark_offpolicy_collector_active.py")
+# measured runs must not reach out: assets and packages were fetched when the env was made
+OFFLINE = {"HF_HUB_OFFLINE": "1", "UV_OFFLINE": "1", "PIP_NO_INDEX": "1", "UNILAB_OFFLINE": "1"}
 SUITE_DIR = Path(os.environ.get("ASV_CONF_DIR") or Path(__file__).resolve().parents[1])
 PACKAGES = ("numpy", "torch", "mujoco", "mujoco-uni-runtime", "motrixsim", "motrixsim-core",
             "hydra-core", "omegaconf", "asv", "asv_runner")
@@ -30,7 +37,7 @@ LOCK_TIMEOUT_S = float(os.environ.get("MBAPHASES_LOCK_TIMEOUT", "3600"))
 
 
 @contextlib.contextmanager
-def entry_lock(what: str):
+def hold_formal_run_lock(what: str):
     """Hold the formal-run lock for one entry run, whoever started asv.
 
     Under `mbaphases run` (which holds it for the whole run and names itself in
@@ -85,21 +92,24 @@ def load_pins() -> dict:
 
 def pins_version(pins: dict) -> str:
     """The asv benchmark version: changes whenever a pinned value does."""
-    key = {"profile": pins["active_profile"], "cases": pins["cases"], "entry": ENTRY_REL}
+    key = {"profile": pins["active_profile"], "cases": pins["cases"], "entry": "offpolicy_collector_active"}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def target_dir() -> Path:
-    """The target checkout holding the entry script and conf/."""
+def target_dir() -> tuple[Path, str]:
+    """The commit's own checkout and its entry (relative path): the entry runs there,
+    where it finds its configs relative to its own file, as in the field's repository."""
     candidates = []
     if os.environ.get("ASV_ENV_DIR"):
-        candidates.append(Path(os.environ["ASV_ENV_DIR"]) / "target")
+        candidates.append(Path(os.environ["ASV_ENV_DIR"]) / "project")  # asv's checkout of this commit
     if os.environ.get("MBAPHASES_TARGET_DIR"):
         candidates.append(Path(os.environ["MBAPHASES_TARGET_DIR"]))
     for c in candidates:
-        if (c / ENTRY_REL).is_file():
-            return c
-    raise FileNotFoundError(f"{ENTRY_REL} not found in {[str(c) for c in candidates] or 'ASV_ENV_DIR/target or MBAPHASES_TARGET_DIR (neither set)'}")
+        for rel in ENTRY_PATHS:
+            if (c / rel).is_file():
+                return c, rel
+    where = [str(c) for c in candidates] or ["ASV_ENV_DIR/project or MBAPHASES_TARGET_DIR (neither set)"]
+    raise FileNotFoundError(f"no collector entry in {', '.join(where)}; paths tried: {', '.join(ENTRY_PATHS)}")
 
 
 def machine_name() -> str:
@@ -190,6 +200,33 @@ def environment() -> dict:
     }
 
 
+CASE_LINE = re.compile(r"^\[(\d+)/(\d+)\] (\S+)")
+
+
+def _run_with_progress(cmd, cwd, env, commit: str, run: int) -> subprocess.CompletedProcess:
+    """Run the entry; its per-case progress lines (stderr) go to MBAPHASES_PROGRESS, a
+    file `mbaphases run` reads to show a live line."""
+    progress = os.environ.get("MBAPHASES_PROGRESS")
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out_chunks = []
+    reader = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    err_lines = []
+    for line in proc.stderr:
+        err_lines.append(line)
+        m = CASE_LINE.match(line)
+        if progress and m:
+            state = {"commit": commit, "run": run, "case_index": int(m.group(1)), "cases": int(m.group(2)),
+                     "case": m.group(3), "time": time.time()}
+            try:
+                Path(progress).write_text(json.dumps(state))
+            except OSError:
+                pass
+    proc.wait()
+    reader.join()
+    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(out_chunks), "".join(err_lines))
+
+
 def run_entry(pins: dict) -> dict:
     """One independent run: the entry in a fresh process over every case.
 
@@ -197,7 +234,10 @@ def run_entry(pins: dict) -> dict:
     are kept under raw-runs/<machine>/<commit>/run<k>.*; the raw runs alone
     rebuild every table."""
     prof = pins["active_profile"]
-    target = target_dir()
+    try:
+        target, entry_rel = target_dir()
+    except FileNotFoundError as e:
+        target, entry_rel, missing = None, None, str(e)
     commit = os.environ.get("ASV_COMMIT") or os.environ.get("MBAPHASES_COMMIT") or "unknown"
     machine = machine_name()
     raw_root = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs")
@@ -212,27 +252,34 @@ def run_entry(pins: dict) -> dict:
     meta = {"machine": machine, "commit": commit, "run": k, "batch": batch, "profile": prof, "cases": pins["cases"],
             "baseline": pins["baseline"], "candidates": pins.get("candidates") or [pins.get("candidate")],
             "version": pins_version(pins)}
-    cmd = [sys.executable, str(target / ENTRY_REL), "--cases", ",".join(pins["cases"]),
+    cmd = [sys.executable, entry_rel or "(no entry)", "--cases", ",".join(pins["cases"]),
            "--num-envs", str(prof["num_envs"]), "--warmup-steps", str(prof["warmup_steps"]),
            "--measure-steps", str(prof["measure_steps"]),
            "--replay-capacity-steps", str(prof["replay_capacity_steps"]),
            "--out-json", f"{stem}.json", "--out-csv", f"{stem}.csv", "--continue-on-error"]
-    env = {**os.environ, "UNILAB_COLLECTOR_TORCH_THREADS": str(prof["torch_threads"])}
+    env = {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": str(prof["torch_threads"])}
     meta["command"] = cmd
-    with entry_lock(f"entry run {stem}") as lock:
+    with hold_formal_run_lock(f"entry run {stem}") as lock:
         meta["lock"] = lock
-        if lock.get("timed_out"):
-            proc = subprocess.CompletedProcess(cmd, 1, "", f"not run: the formal-run lock stayed held by "
-                                               f"{lock['waited_for']} for {lock['waited_s']:.0f} s")
+        if lock.get("timed_out") or target is None:
+            why = missing if target is None else (f"not run: the formal-run lock stayed held by "
+                                                  f"{lock['waited_for']} for {lock['waited_s']:.0f} s")
+            # a failed run, reported per case, never skipped
+            proc = subprocess.CompletedProcess(cmd, 1, "", why)
             meta["started"] = meta["ended"] = time.time()
         else:
             meta["load_start"] = host_load()
             meta["started"] = time.time()
-            proc = subprocess.run(cmd, cwd=target, env=env, capture_output=True, text=True, check=False)
+            proc = _run_with_progress(cmd, target, env, commit, k)
             meta["ended"] = time.time()
     meta["load_end"] = host_load()
     meta["returncode"] = proc.returncode
     meta["environment"] = environment()
+    meta["entry"] = {"checkout": str(target) if target else None, "path": entry_rel}
+    install = Path(os.environ.get("ASV_ENV_DIR", "/nonexistent")) / "mbaphases-install.json"
+    if install.is_file():
+        # how this side's environment was made: its lock's hash and what got installed
+        meta["environment"]["install"] = json.loads(install.read_text())
     Path(f"{stem}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     doc = None
     if Path(f"{stem}.json").is_file():

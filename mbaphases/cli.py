@@ -21,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     d = sub.add_parser("demo-repo", help="(re)generate the demo target repository")
     d.add_argument("--path", default="demo-target")
+    d.add_argument("--layout", choices=("demo", "field"), default="demo",
+                   help="demo: the demo history; field: a repository shaped like the field's (uv lock, extras, "
+                        "entry and configs where its eras put them)")
     r = sub.add_parser("run", help="the formal A/B run with asv (locked, interleaved, raw runs kept)")
     r.add_argument("--config", default="asv.conf.json")
     r.add_argument("--pins", default="pins.toml")
@@ -30,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--python", default=None, help="use this existing python instead of building environments")
     r.add_argument("--field-repo", default=None, help="run against the field's repository (URL or path)")
     r.add_argument("--field-package", default=None, help="the field repository's package name")
+    r.add_argument("--baseline", default=None, help="the baseline's ref (SHA or tag), instead of the pins'")
+    r.add_argument("--candidate", default=None, help="one candidate's ref (SHA or tag), instead of the pins' candidates")
     r.add_argument("--lock-timeout-min", type=float, default=120.0,
                    help="wait at most this long for another formal run to finish (default 120)")
     r.add_argument("--sides", default=None, help="comma list of side labels to run (the baseline always runs)")
@@ -63,6 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--cross-machine", action="store_true",
                     help="the sides were measured on different hardware on purpose: gate them anyway, and say so first")
     rp.add_argument("--quiet", action="store_true")
+    rp.add_argument("--bundle", default=None, help="an evidence bundle (mbaphases bundle) instead of other inputs")
+    bd = sub.add_parser("bundle", help="one archive with the sides' raw runs, asv results, pins and report")
+    bd.add_argument("--out", required=True, help="the archive to write (.tar.gz)")
+    for flag in ("--config", "--pins", "--results", "--machine", "--baseline", "--candidate", "--sides",
+                 "--reference", "--exceptions", "--baseline-label", "--candidate-label"):
+        bd.add_argument(flag, default="asv.conf.json" if flag == "--config" else None)
+    for flag, kind in (("--threshold", float), ("--min-runs", int), ("--confidence", float)):
+        bd.add_argument(flag, type=kind, default=None)
+    bd.add_argument("--dispersion-limit", type=float, default=0.05)
+    bd.add_argument("--cross-machine", action="store_true")
     pb = sub.add_parser("publish", help="asv publish (html/)")
     pb.add_argument("--config", default="asv.conf.json")
     return p
@@ -70,17 +85,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args) -> int:
     if args.command == "demo-repo":
-        from mbaphases.demo_repo import generate
+        from mbaphases.demo_repo import generate, generate_field
 
-        shas = generate(Path(args.path))
-        for branch, sha in shas.items():
-            print(f"{branch}\t{sha}")
+        shas = (generate_field if args.layout == "field" else generate)(Path(args.path))
+        for ref, sha in shas.items():
+            print(f"{ref}\t{sha}")
         return 0
     if args.command == "run":
         from mbaphases import pins as pins_mod
         from mbaphases import runner
 
         pins = pins_mod.load(Path(args.pins), args.profile)
+        if args.baseline:
+            pins["baseline"] = {**pins["baseline"], "ref": args.baseline}
+        if args.candidate:
+            pins["candidates"] = [{"ref": args.candidate, "label": pins["candidates"][0]["label"]}]
         conf = Path(args.config)
         if not conf.is_file():
             raise UsageError(f"asv config {conf} not found")
@@ -89,8 +108,9 @@ def _run(args) -> int:
             template = conf.parent / "asv.field.conf.json"
             if not template.is_file():
                 raise UsageError(f"field asv config {template} not found")
-            conf = runner.field_conf(template, args.field_repo, args.field_package,
-                                     conf.parent / "asv.field.resolved.conf.json")
+            field = pins.get("field", {})
+            conf = runner.field_conf(template, args.field_repo, args.field_package or field.get("package"),
+                                     conf.parent / "asv.field.resolved.conf.json", field)
         runs = args.runs if args.runs is not None else int(pins["runs"])
         until = None
         if args.until_decisive:
@@ -116,6 +136,10 @@ def _run(args) -> int:
         from mbaphases.commands import report_command
 
         return report_command(args)
+    if args.command == "bundle":
+        from mbaphases.commands import bundle_command
+
+        return bundle_command(args)
     if args.command == "publish":
         from mbaphases import runner
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 import os
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from mbaphases import gate as gate_mod
@@ -30,8 +32,18 @@ def _check_number(value, flag: str, low: float, inclusive: bool) -> None:
         raise UsageError(f"{flag} {value} must be a finite number {'>=' if inclusive else '>'} {low:g}")
 
 
-def load_sides(args, pins: dict) -> tuple[load.Side, list[load.Side], str, list[str]]:
-    """The baseline, the candidates (in pins order), the input kind and the machines' batch records."""
+@dataclass
+class Loaded:
+    baseline: load.Side
+    candidates: list[load.Side]
+    kind: str
+    records: list[str]  # batch record files of the machine
+    results_dir: Path | None = None
+    machine: str | None = None
+
+
+def load_sides(args, pins: dict) -> Loaded:
+    """The baseline, the candidates (in pins order), the input kind and the machine's batch records."""
     cands_pins = pins.get("candidates", [])
     b_label = args.baseline_label or pins.get("baseline", {}).get("label", "baseline")
     if args.baseline_raw or args.candidate_raw:
@@ -43,9 +55,18 @@ def load_sides(args, pins: dict) -> tuple[load.Side, list[load.Side], str, list[
         b = load.load_raw_side(b_label, args.baseline_raw)
         c = load.load_raw_side(c_label, args.candidate_raw)
         load.check_distinct_runs(b, c)
-        return b, [c], "raw entry JSON", []
+        return Loaded(b, [c], "raw entry JSON", [])
     conf_path = Path(args.config)
-    if args.results:
+    if getattr(args, "bundle_manifest", None):
+        m = args.bundle_manifest
+        results_dir, repo = m["root"] / "results", None
+        args.machine = m["machine"]
+        sides = m["sides"]
+        args.baseline, b_label = sides[0]["sha"], sides[0]["label"]
+        pins = {**pins, "baseline": {"ref": sides[0]["sha"], "label": b_label},
+                "candidates": [{"ref": x["sha"], "label": x["label"]} for x in sides[1:]]}
+        cands_pins = pins["candidates"]
+    elif args.results:
         results_dir, repo = Path(args.results), None
         if not results_dir.is_dir():
             raise UsageError(f"--results {results_dir} is not a directory")
@@ -95,7 +116,9 @@ def load_sides(args, pins: dict) -> tuple[load.Side, list[load.Side], str, list[
                 raise UsageError(f"{lbl!r} ({ref}) and {other.label!r} are the same commit {c.revision[:12]}")
         cands.append(c)
     records = sorted((results_dir.parent / "raw-runs" / machine / "batches").glob("*.json"))
-    return b, cands, f"asv results ({results_dir}, machine {machine})", [str(r) for r in records]
+    kind = (f"evidence bundle {args.bundle}" if getattr(args, "bundle_manifest", None)
+            else f"asv results ({results_dir}, machine {machine})")
+    return Loaded(b, cands, kind, [str(r) for r in records], results_dir, machine)
 
 
 def _stopping(records: list[str], sides: list[load.Side], confidence: float) -> tuple[float, list[str]]:
@@ -115,6 +138,46 @@ def _stopping(records: list[str], sides: list[load.Side], confidence: float) -> 
 
 
 def report_command(args) -> int:
+    bundle_dir = None
+    if getattr(args, "bundle", None):
+        from mbaphases import bundle as bundle_mod
+
+        if args.baseline_raw or args.candidate_raw or args.results or args.baseline or args.candidate:
+            raise UsageError("--bundle carries its own sides: give no other inputs with it")
+        bundle_dir = tempfile.TemporaryDirectory()
+        args.bundle_manifest = bundle_mod.open_bundle(Path(args.bundle), Path(bundle_dir.name))
+        root = args.bundle_manifest["root"]
+        if args.pins is None and (root / "pins.toml").is_file():
+            args.pins = str(root / "pins.toml")
+        if args.exceptions is None and (root / "exceptions.toml").is_file():
+            args.exceptions = str(root / "exceptions.toml")
+        args.reference = args.reference or args.bundle_manifest.get("reference")
+    try:
+        return _report(args)
+    finally:
+        if bundle_dir is not None:
+            bundle_dir.cleanup()
+
+
+def bundle_command(args) -> int:
+    """The report's sides, raw runs, results, pins and report in one verified archive."""
+    from mbaphases import bundle as bundle_mod
+
+    out = inputs.writable_file(Path(args.out), "--out")
+    with tempfile.TemporaryDirectory() as tmp:
+        args.out, args.html, args.quiet = str(Path(tmp) / "report"), None, True
+        args.baseline_raw = args.candidate_raw = None
+        status = _report(args, keep=args)
+        loaded = args.loaded
+        if loaded.results_dir is None:
+            raise UsageError("a bundle is made from asv results (not from raw inputs)")
+        bundle_mod.write(out, [loaded.baseline, *loaded.candidates], loaded.results_dir, loaded.machine,
+                         args.pins_path, args.exceptions_path, Path(tmp) / "report", args.reference_used)
+    print(f"bundle: {out} ({out.stat().st_size / 1024:.0f} KiB)")
+    return status
+
+
+def _report(args, keep=None) -> int:
     pins, pins_path = _pins(args.pins)
     g = pins.get("gate", {})
     threshold = args.threshold if args.threshold is not None else float(g.get("threshold", 0.90))
@@ -136,7 +199,8 @@ def report_command(args) -> int:
         exc_path = pins_path.parent / g["exceptions"]
     else:
         exc_path = None
-    b, cands, kind, records = load_sides(args, pins)
+    loaded = load_sides(args, pins)
+    b, cands, kind, records = loaded.baseline, loaded.candidates, loaded.kind, loaded.records
     confidence, stop_notes = _stopping(records, [b, *cands], confidence)
     pinned_cases = pins.get("cases") if not args.baseline_raw else None
     cases = report.tables.case_order(b, cands[0], pinned_cases)
@@ -146,6 +210,7 @@ def report_command(args) -> int:
     reps = [report.build(b, c, threshold, min_runs, exceptions, args.dispersion_limit, pinned_cases, kind,
                          cross_machine=args.cross_machine, confidence=confidence, notes=stop_notes) for c in cands]
     overview = None
+    reference = None
     if len(reps) > 1:
         reference = args.reference or pins.get("reference") or cands[0].label
         if reference not in [c.label for c in cands]:
@@ -176,6 +241,8 @@ def report_command(args) -> int:
         raise
     for s in stages:
         s.publish()
+    if keep is not None:
+        keep.loaded, keep.pins_path, keep.exceptions_path, keep.reference_used = loaded, pins_path, exc_path, reference
     page = None
     if html_dir is not None:
         from mbaphases.html import link_from_asv

@@ -86,7 +86,15 @@ def misaligned(b: Side, c: Side, case: str) -> list[str]:
     ab, ac = b.alignment.get(case), c.alignment.get(case)
     if ab is None or ac is None:
         return []
-    return sorted(k for k in set(ab) | set(ac) if ab.get(k) != ac.get(k))
+    out = []
+    for k in sorted(k for k in set(ab) | set(ac) if ab.get(k) != ac.get(k)):
+        if k == "active_phases":
+            out.append(f"active window phases ({ab.get(k)} vs {ac.get(k)})")
+        elif k == "definition":
+            out.append("definition of the active window (the entries measure different things)")
+        else:
+            out.append(k)
+    return out
 
 
 def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int,

@@ -40,6 +40,10 @@ PINS_SCHEMA = {
         "profiles": {"type": "object", "minProperties": 1, "additionalProperties": {
             "type": "object", "required": list(PROFILE_KEYS), "additionalProperties": False,
             "properties": {k: _POSITIVE_INT for k in PROFILE_KEYS}}},
+        "field": {"type": "object", "additionalProperties": False, "properties": {
+            "extras": {"type": "array", "items": {"type": "string", "minLength": 1}},
+            "python": {"type": "string", "pattern": "^3\\.[0-9]+$"},
+            "prepare": {"type": "string"}, "package": {"type": "string", "minLength": 1}}},
         "gate": {"type": "object", "additionalProperties": False, "properties": {
             "threshold": _THRESHOLD, "min_runs": _POSITIVE_INT, "exceptions": {"type": "string", "minLength": 1},
             "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}}},

@@ -159,6 +159,9 @@ def entry_run_values(doc: dict, path: str) -> tuple[dict, dict, dict]:
         values[case] = v
         a = {k: r["case"].get(k) for k in ALIGN_KEYS}
         a.update(warmup_steps=r.get("warmup_steps"), measure_steps=r.get("measure_steps"))
+        # two entries that define the active window differently measure different things
+        a["definition"] = doc.get("definition")
+        a["active_phases"] = ",".join(sorted(ph))
         resolved = r["case"].get("resolved_config")
         if isinstance(resolved, dict):
             rest = {k: val for k, val in resolved.items() if k not in RUNTIME_KEYS and k != "seed"}
@@ -384,7 +387,13 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
                                   f"({load.get('cpu_busy_fraction', 0):.0%} of CPUs used by other processes)")
         raw_json = meta_path.with_name(f"run{meta['run']}.json")
         if raw_json.exists():
-            values, _, a = entry_run_values(read_json_file(raw_json), str(raw_json))
+            try:
+                raw_doc, had_nan = _field_nan(read_text(raw_json, "raw run"))
+            except ValueError as e:
+                raise UsageError(f"{raw_json} is not valid JSON ({e})") from None
+            if had_nan and not any("bare NaN" in n for n in side.notes):
+                side.notes.append(f"{raw_json}: bare NaN in the entry's JSON read as null (the field writes them)")
+            values, _, a = entry_run_values(raw_doc, str(raw_json))
             _merge_alignment(align, a, str(raw_json))
             if from_raw:
                 raw_rows += [{"run": f"r{len(run_batches)}", "case": c, "metric": m, "value": x}

@@ -9,6 +9,7 @@ import platform
 import re
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -105,8 +106,13 @@ def ensure_machine(conf: Path, machine: str) -> None:
         raise RuntimeError(f"asv machine failed: {p.stderr.strip()}")
 
 
-def field_conf(template: Path, repo: str, package: str | None, out: Path) -> Path:
-    """asv config for the field's repository, with "repo" (URL or path) filled in."""
+def field_conf(template: Path, repo: str, package: str | None, out: Path, settings: dict | None = None) -> Path:
+    """asv config for the field's repository: "repo" (URL or path), the package, the
+    Python version and the install step with the field profile's extras and prepare
+    command (pins [field])."""
+    from mbaphases import targets
+
+    settings = settings or {}
     text = template.read_text()
     if package is None and Path(repo).is_dir():
         try:
@@ -118,7 +124,11 @@ def field_conf(template: Path, repo: str, package: str | None, out: Path) -> Pat
     if package is None:
         raise UsageError(f"cannot read the package name of {repo}; pass --field-package NAME")
     repo_value = str(Path(repo).resolve()) if Path(repo).is_dir() else repo
-    text = text.replace('"FIELD_REPO"', json.dumps(repo_value)).replace('"FIELD_PACKAGE"', json.dumps(package))
+    install = targets.conf_command(list(settings.get("extras", [])), settings.get("prepare"))
+    for key, value in (("FIELD_REPO", repo_value), ("FIELD_PACKAGE", package),
+                       ("FIELD_PYTHON", settings.get("python", f"{sys.version_info.major}.{sys.version_info.minor}")),
+                       ("FIELD_INSTALL", install)):
+        text = text.replace(f'"{key}"', json.dumps(value)).replace(key, value)
     out.write_text(text)
     return out
 
@@ -168,6 +178,54 @@ def resolve_sides(pins: dict, repo_path: Path | None, only: list[str] | None) ->
             raise UsageError(f"{x['label']!r} ({x['ref']}) and {seen[x['sha']]!r} are the same commit {x['sha'][:12]}")
         seen[x["sha"]] = x["label"]
     return sides
+
+
+class Progress:
+    """A live line while a formal run goes: round, side, case k of n, elapsed, an ETA from
+    the runs so far. Only on a terminal; the entry's progress reaches it through a file."""
+
+    def __init__(self, path: Path, names: dict[str, str], total_runs: int, raw_dir: Path, started: float, out):
+        self.path, self.names, self.total, self.raw_dir, self.started, self.out = path, names, total_runs, raw_dir, started, out
+        self.live = hasattr(out, "isatty") and out.isatty()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        if self.live:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self.live:
+            self._thread.join(timeout=5)
+            print(file=self.out)
+
+    def line(self) -> str | None:
+        try:
+            state = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        metas = [json.loads(p.read_text()) for p in self.raw_dir.glob("*/run*.meta.json")]
+        finished = [m for m in metas if m.get("started", 0) >= self.started and m.get("ended")]
+        elapsed = time.time() - self.started
+        eta = ""
+        if finished:
+            per_run = elapsed / (len(finished) + 0.5)
+            eta = f", ETA {_mmss(per_run * max(0, self.total - len(finished)))}"
+        side = self.names.get(state["commit"], state["commit"][:10])
+        return (f"run {len(finished) + 1}/{self.total} | {side} | case {state['case_index']}/{state['cases']} "
+                f"{state['case']} | elapsed {_mmss(elapsed)}{eta}")
+
+    def _loop(self):
+        while not self._stop.wait(2.0):
+            text = self.line()
+            if text:
+                print("\r" + text[:150].ljust(150), end="", file=self.out, flush=True)
+
+
+def _mmss(seconds: float) -> str:
+    return f"{int(seconds) // 60:02d}:{int(seconds) % 60:02d}"
 
 
 def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo_path, names, out, tag) -> int:
@@ -229,8 +287,11 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     raw_dir = suite_dir / "raw-runs"
     started = time.time()
     batch = f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{os.getpid()}"
+    progress_file = suite_dir / ".asv" / f"progress-{batch}.json"
+    progress_file.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MBAPHASES_PROFILE": profile, "MBAPHASES_MACHINE": machine,
-           "MBAPHASES_PINS": pins["path"], "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch}
+           "MBAPHASES_PINS": pins["path"], "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch,
+           "MBAPHASES_PROGRESS": str(progress_file)}
     ensure_machine(conf_path, machine)
     print(f"batch {batch}", file=out, flush=True)
     shas = [x["sha"] for x in sides]
@@ -239,36 +300,40 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     rc, looks, done_runs = 0, 0, runs
     record = {"batch": batch, "machine": machine, "profile": profile, "started": started,
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
+    planned = len(sides) * (until_decisive["max_runs"] if until_decisive else runs)
     try:
-        rc = _run_round(base, conf, conf_path, suite_dir, shas, runs, env, python, repo_path, names, out,
-                        f"{int(started)}")
-        if until_decisive is not None:
-            record["until_decisive"] = until_decisive
-            while True:
-                looks += 1
-                open_cases = undecided(conf_path, pins, sides, machine, until_decisive, out)
-                record["looks"] = looks
-                if not open_cases:
-                    print(f"[until decisive] look {looks}: every case decided after {done_runs} runs per side",
-                          file=out, flush=True)
-                    break
-                if done_runs >= until_decisive["max_runs"]:
-                    print(f"[until decisive] stopping at --max-runs {until_decisive['max_runs']}: "
-                          f"{len(open_cases)} case(s) still INCONCLUSIVE", file=out, flush=True)
-                    break
-                if time.time() - started >= until_decisive["budget_s"]:
-                    print(f"[until decisive] stopping: time budget of {until_decisive['budget_s']:.0f} s spent; "
-                          f"{len(open_cases)} case(s) still INCONCLUSIVE", file=out, flush=True)
-                    break
-                done_runs += 1
-                # rotated every round and reversed every other: no side always first or after one neighbour
-                k = done_runs % len(shas)
-                order = shas[k:] + shas[:k]
-                rc = _run_round(base, conf, conf_path, suite_dir, order if done_runs % 2 else order[::-1], 1, env,
-                                python, repo_path, names, out, f"{int(started)}-{done_runs}") or rc
+        with Progress(progress_file, names, planned, raw_dir / machine, started, out):
+            rc = _run_round(base, conf, conf_path, suite_dir, shas, runs, env, python, repo_path, names, out,
+                            f"{int(started)}")
+            if until_decisive is not None:
+                record["until_decisive"] = until_decisive
+                while True:
+                    looks += 1
+                    open_cases = undecided(conf_path, pins, sides, machine, until_decisive, out)
+                    record["looks"] = looks
+                    if not open_cases:
+                        print(f"[until decisive] look {looks}: every case decided after {done_runs} runs per side",
+                              file=out, flush=True)
+                        break
+                    if done_runs >= until_decisive["max_runs"]:
+                        print(f"[until decisive] stopping at --max-runs {until_decisive['max_runs']}: "
+                              f"{len(open_cases)} case(s) still INCONCLUSIVE", file=out, flush=True)
+                        break
+                    if time.time() - started >= until_decisive["budget_s"]:
+                        print(f"[until decisive] stopping: time budget of {until_decisive['budget_s']:.0f} s spent; "
+                              f"{len(open_cases)} case(s) still INCONCLUSIVE", file=out, flush=True)
+                        break
+                    done_runs += 1
+                    # rotated every round and reversed every other: no side always first or after one neighbour
+                    k = done_runs % len(shas)
+                    order = shas[k:] + shas[:k]
+                    rc = _run_round(base, conf, conf_path, suite_dir, order if done_runs % 2 else order[::-1], 1, env,
+                                    python, repo_path, names, out, f"{int(started)}-{done_runs}") or rc
     except KeyboardInterrupt:
         print("interrupted: every completed run is kept under " + str(raw_dir / machine), file=out)
         rc = 130
+    finally:
+        progress_file.unlink(missing_ok=True)
     metas = run_meta(raw_dir, machine, started)
     failures, warnings = summarize(metas, names)
     for line in warnings + failures:

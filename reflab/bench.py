@@ -30,6 +30,23 @@ DEFINITION = (
     "replay allocation and one priming step excluded; actions pre-generated. "
     "collector_active_steps_per_sec = num_envs * measure_steps / (total_active_ms / 1000)."
 )
+DEFINITION_WITH_ACTION_SELECT = DEFINITION.replace(
+    "+ bookkeeping (episode returns/lengths, reward-term logs)",
+    "+ bookkeeping (episode returns/lengths, reward-term logs) + action_select (the step's actions taken "
+    "from the policy output into the env's buffer)")
+
+
+def active_phases() -> tuple[str, ...]:
+    from reflab import ACTIVE_WINDOW
+
+    base = ("env_step_ms", "replay_ms", "bookkeeping_ms")
+    return base + ("action_select_ms",) if ACTIVE_WINDOW == "with-action-select" else base
+
+
+def definition() -> str:
+    from reflab import ACTIVE_WINDOW
+
+    return DEFINITION_WITH_ACTION_SELECT if ACTIVE_WINDOW == "with-action-select" else DEFINITION
 SEED_CASES = (
     "flashsac/go2_joystick_flat/mujoco",
     "flashsac/g1_walk_flat/mujoco",
@@ -154,7 +171,7 @@ def _check_override(case: str, override: str, cfg, defaults) -> None:
 def compose_case(case: str, num_envs: int, overrides: list[str], seed: int):
     from omegaconf import OmegaConf
 
-    from reflab.envs import RUNTIMES
+    from reflab.envs import RUNTIMES, runtime_of
 
     base = [f"algo.num_envs={num_envs}", f"seed={seed}"]
     cfg = _compose(case, [*base, *overrides])
@@ -164,8 +181,8 @@ def compose_case(case: str, num_envs: int, overrides: list[str], seed: int):
             _check_override(case, o, cfg, defaults)
     if cfg.sim.nthread is None:
         cfg.sim.nthread = os.cpu_count() or 1
-    if cfg.runtime not in RUNTIMES:
-        raise UsageError(f"case {case}: unknown runtime {cfg.runtime!r}; valid: {', '.join(RUNTIMES)}")
+    if runtime_of(cfg) not in RUNTIMES:
+        raise UsageError(f"case {case}: unknown runtime {runtime_of(cfg)!r}; valid: {', '.join(RUNTIMES)}")
     if int(cfg.algo.num_envs) <= 0:
         raise UsageError(f"case {case}: algo.num_envs={cfg.algo.num_envs} must be > 0")
     OmegaConf.resolve(cfg)
@@ -186,24 +203,27 @@ def _finite(x):
 def case_result(case, cfg, env, samples, cpu_pct, collector, warmup, measure, replay_steps, command):
     from omegaconf import OmegaConf
 
+    from reflab.envs import runtime_of
+
     from reflab.collector import timing_stats
     from reflab.provenance import config_hash
 
     algo, task, sim = case.split("/")
     ms = samples.ms
-    phases = ("env_step_ms", "replay_ms", "bookkeeping_ms")
+    phases = active_phases()
+    runtime = runtime_of(cfg)
     total_active_ms = float(sum(ms[k].sum() for k in phases))
     n = env.num_envs
     resolved = OmegaConf.to_container(cfg, resolve=True)
     overhead = ms["env_step_ms"] - ms["physics_ms"]
     return {
         "case": {
-            "algo": algo, "task": task, "sim": sim, "variant": cfg.runtime,
+            "algo": algo, "task": task, "sim": sim, "variant": runtime,
             "runtime_sim_backend": env.backend.name, "command": command,
             "training_task_name": task, "num_envs": n,
             "replay_capacity_rows": n * replay_steps, "replay_capacity_steps": replay_steps,
             "obs_dim": env.obs_dim, "critic_dim": env.critic_dim, "action_dim": env.action_dim,
-            "env_steps_per_sync": 1, "runtime": cfg.runtime,
+            "env_steps_per_sync": 1, "runtime": runtime,
             "config_hash": config_hash(resolved), "resolved_config": resolved,
         },
         "warmup_steps": warmup,
@@ -218,7 +238,7 @@ def case_result(case, cfg, env, samples, cpu_pct, collector, warmup, measure, re
         "cpu_util_pct": cpu_pct,
         "diverged_env_resets": env.backend.diverged_count,
         "completed_episodes": collector.completed_episodes,
-        "notes": [f"runtime={cfg.runtime}", f"physics threads={cfg.sim.nthread}",
+        "notes": [f"runtime={runtime}", f"physics threads={cfg.sim.nthread}",
                   "physics_ms is the engine's own step call; step_core_ms adds reading the state"],
     }
 
@@ -311,6 +331,7 @@ def run(argv=None) -> int:
     import torch
 
     from reflab import provenance
+    from reflab.envs import runtime_of
     from reflab.collector import run_collector
 
     torch.set_num_threads(threads)
@@ -320,7 +341,8 @@ def run(argv=None) -> int:
                    f"{args.warmup_steps} --measure-steps {args.measure_steps} --replay-capacity-steps "
                    f"{args.replay_capacity_steps} --seed {args.seed}"
                    + "".join(f" --override {o}" for o in args.override))
-        print(f"[{len(results) + len(errors) + 1}/{len(cases)}] {case} ({cfg.runtime}, {args.num_envs} envs)", file=sys.stderr, flush=True)
+        print(f"[{len(results) + len(errors) + 1}/{len(cases)}] {case} ({runtime_of(cfg)}, {args.num_envs} envs)",
+              file=sys.stderr, flush=True)
         try:
             env, samples, cpu_pct, collector = run_collector(cfg, args.warmup_steps, args.measure_steps,
                                                              args.replay_capacity_steps)
@@ -336,7 +358,7 @@ def run(argv=None) -> int:
     doc = {
         "created_at": datetime.now(timezone.utc).isoformat(),
         "benchmark": BENCHMARK,
-        "definition": DEFINITION,
+        "definition": definition(),
         "device": {"type": "cpu", "torch_threads": str(threads)},
         "args": {"cases": args.cases, "algos": args.algos, "backend": args.backend,
                  "all_backends": args.all, "num_envs": args.num_envs, "warmup_steps": args.warmup_steps,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from reflab import ACTIVE_WINDOW
 from reflab.envs import make_env
 from reflab.runtime import VecEnv
 
@@ -72,7 +73,7 @@ class PhaseSamples:
     n: int
     ms: dict[str, np.ndarray] = field(default_factory=dict)
 
-    KEYS = ("env_step_ms", "replay_ms", "bookkeeping_ms", "env_step_total_ms", "apply_action_ms",
+    KEYS = ("env_step_ms", "replay_ms", "bookkeeping_ms", "action_select_ms", "env_step_total_ms", "apply_action_ms",
             "step_core_ms", "update_state_ms", "reset_done_ms", "env_step_internal_gap_ms",
             "physics_ms", "reset_done_count")
 
@@ -144,8 +145,18 @@ class Collector:
         samples = PhaseSamples(measure_steps)
         ms, t = samples.ms, self.env.timings
         cpu0, wall0 = time.process_time(), time.perf_counter()
+        with_select = ACTIVE_WINDOW == "with-action-select"
+        policy_out = torch.zeros(actions.shape[1:])
         for k in range(measure_steps):
-            e, r, b = self.step(actions[warmup_steps + k])
+            if with_select:
+                # the oldest field entry also timed taking the action out of the policy output
+                t_sel = time.perf_counter_ns()
+                policy_out.copy_(torch.from_numpy(actions[warmup_steps + k]))
+                step_actions = policy_out.numpy()
+                ms["action_select_ms"][k] = (time.perf_counter_ns() - t_sel) / 1e6
+            else:
+                step_actions = actions[warmup_steps + k]
+            e, r, b = self.step(step_actions)
             ms["env_step_ms"][k] = e / 1e6
             ms["replay_ms"][k] = r / 1e6
             ms["bookkeeping_ms"][k] = b / 1e6

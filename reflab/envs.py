@@ -8,10 +8,16 @@ from reflab.manager.env import ManagerBasedEnv
 from reflab.runtime import VecEnv
 
 RUNTIMES = ("direct", "mba")
+# A repository that migrated its tasks in place has no runtime key: its code decides
+DEFAULT_RUNTIME = "direct"
+
+
+def runtime_of(cfg: DictConfig) -> str:
+    return cfg.get("runtime") or DEFAULT_RUNTIME
 
 
 def make_env(cfg: DictConfig) -> VecEnv:
-    runtime = cfg.runtime
+    runtime = runtime_of(cfg)
     if runtime == "direct":
         return DIRECT_ENVS[cfg.task.name](cfg)
     if runtime == "mba":

@@ -41,7 +41,7 @@ def two_sided_pins(candidate_ref: str, label: str = "MBA dev") -> str:
 def make_suite(tmp: Path, candidate_ref: str) -> Path:
     suite = tmp / "suite"
     suite.mkdir()
-    for name in ("asv.conf.json", "asv.field.conf.json", "pins.toml", "gate-exceptions.toml"):
+    for name in ("asv.conf.json", "asv.field.conf.json", "pins.toml", "pins.field.toml", "gate-exceptions.toml"):
         shutil.copy(ROOT / name, suite / name)
     for folder in ("benchmarks", "asv-plugin"):
         shutil.copytree(ROOT / folder, suite / folder,
@@ -233,7 +233,7 @@ def test_an_entry_run_started_outside_waits_for_the_lock(ab, tmp_path):
                                "with formal_run_lock('formal run in progress'):\n    print('held', flush=True); time.sleep(6)"],
                               env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")}, stdout=subprocess.PIPE, text=True)
     code = ("import sys; sys.path.insert(0, '.'); from benchmarks import _target\n"
-            "with _target.entry_lock('by hand') as lock:\n    print(lock)")
+            "with _target.hold_formal_run_lock('by hand') as lock:\n    print(lock)")
     try:
         assert holder.stdout.readline().strip() == "held"
         env = {k: v for k, v in os.environ.items() if not k.startswith("MBAPHASES_LOCK_")}

@@ -121,3 +121,37 @@ def test_until_decisive_adds_rounds_then_stops_at_max_runs_or_budget(tmp_path):
     r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "ud2",
                       "--until-decisive", "--max-runs", "5", "--budget-min", "0.001")
     assert "time budget" in r.stdout and len(list((suite / "raw-runs" / "ud2").glob("*/run*.meta.json"))) == 2
+
+
+def test_evidence_bundle_rebuilds_the_same_tables(many, tmp_path):
+    import tarfile
+
+    suite, shas, _ = many
+    b = run_mbaphases(suite, "bundle", "--out", str(tmp_path / "evidence.tar.gz"), "--machine", "sidebox",
+                      "--min-runs", "2")
+    assert b.returncode in (0, 1) and "bundle:" in b.stdout, b.stderr
+    with tarfile.open(tmp_path / "evidence.tar.gz") as tar:
+        names = tar.getnames()
+    assert "bundle/SHA256SUMS" in names and "bundle/report/summary.json" in names
+    assert any(n.endswith(f"{shas['mba-next']}/run2.meta.json") for n in names)
+    assert (tmp_path / "evidence.tar.gz").stat().st_size < 5 * 1024 * 1024
+    r = run_mbaphases(tmp_path, "report", "--bundle", str(tmp_path / "evidence.tar.gz"), "--out",
+                      str(tmp_path / "again"), "--min-runs", "2")
+    assert r.returncode == b.returncode, r.stderr
+    with tarfile.open(tmp_path / "evidence.tar.gz") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    first = json.loads((tmp_path / "x" / "bundle" / "report" / "summary.json").read_text())
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert first["ledger"]["rows"] == again["ledger"]["rows"]
+    for c in first["candidates"]:
+        one = json.loads((tmp_path / "x" / "bundle" / "report" / c["summary"]).read_text())
+        two = json.loads((tmp_path / "again" / c["summary"]).read_text())
+        assert [x["throughput"] for x in one["cases"]] == [x["throughput"] for x in two["cases"]]
+        assert [x["gate"] for x in one["cases"]] == [x["gate"] for x in two["cases"]]
+    # a bundle whose content no longer matches its checksums is refused
+    summary = tmp_path / "x" / "bundle" / "report" / "summary.json"
+    summary.write_text(summary.read_text().replace("MBA", "XBA"))
+    with tarfile.open(tmp_path / "tampered.tar.gz", "w:gz") as tar:
+        tar.add(tmp_path / "x" / "bundle", arcname="bundle")
+    r = run_mbaphases(tmp_path, "report", "--bundle", str(tmp_path / "tampered.tar.gz"), "--out", str(tmp_path / "t"))
+    assert r.returncode == 2 and "does not match its checksum" in r.stderr

@@ -1,0 +1,143 @@
+"""What differs between targets, in one place.
+
+How a side's environment is made, and the one-time preparation before measured
+runs. asv's install step for the field profile runs this module with the suite's
+python (``python -m mbaphases.targets install ...``; see asv.field.conf.json):
+
+* a target with a ``uv.lock`` gets exactly what its lock says, with the configured
+  extras (``uv export --frozen`` then ``uv pip install`` into asv's environment: what
+  ``uv sync --extra ...`` gives that commit), then the project itself without deps;
+* a target without a lock is installed from its checkout with pip, as a wheel is;
+* a prepare command (e.g. fetching assets) runs once per environment and command.
+
+Where the entry is and how it is run lives beside the benchmarks
+(benchmarks/_target.py), which run inside the target's environment.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+SUITE_DIR = Path(__file__).resolve().parents[1]
+PLUGIN_DIR = SUITE_DIR / "asv-plugin"
+INSTALL_RECORD = "mbaphases-install.json"
+
+
+class TargetError(Exception):
+    pass
+
+
+def uv_binary() -> str:
+    found = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    if not Path(found).exists():
+        raise TargetError("uv is not installed in the suite's environment (pip install uv)")
+    return found
+
+
+def uv_env() -> dict[str, str]:
+    """pip's package sources for uv, which does not read pip's configuration (without
+    them a lock resolution would take torch's multi-GB CUDA build from the index)."""
+    env = {}
+    links = os.environ.get("PIP_FIND_LINKS")
+    if not links:
+        p = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+                           capture_output=True, text=True, check=False)
+        links = p.stdout.strip() if p.returncode == 0 else ""
+    if links and "UV_FIND_LINKS" not in os.environ:
+        env["UV_FIND_LINKS"] = links.replace("\n", " ").split()[0]
+    return env
+
+
+def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False,
+                       env={**os.environ, **uv_env()})
+    if p.returncode != 0:
+        last = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
+        raise TargetError(f"{what} failed: {last}")
+    return p.stdout
+
+
+def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | None) -> dict:
+    env_dir, checkout = Path(env_dir), Path(checkout)
+    python = env_dir / "bin" / "python"
+    commit = os.environ.get("ASV_COMMIT", "unknown")
+    uv = uv_binary()
+    plugin = subprocess.run([str(python), "-c", "import asv_bench_mbaphases"], capture_output=True, check=False)
+    if plugin.returncode != 0:
+        _run([uv, "pip", "install", "--python", str(python), str(PLUGIN_DIR)], "installing the asv benchmark type")
+    record = {"commit": commit, "extras": extras}
+    lock = checkout / "uv.lock"
+    if lock.is_file():
+        reqs = env_dir / "lock-requirements.txt"
+        extra_args = [a for e in extras for a in ("--extra", e)]
+        _run([uv, "export", "--frozen", "--no-hashes", "--no-emit-project", *extra_args, "-o", str(reqs)],
+             f"uv export of {commit[:12]}'s uv.lock with extras {extras}", cwd=checkout)
+        _run([uv, "pip", "install", "--python", str(python), "-r", str(reqs)],
+             f"installing {commit[:12]}'s locked packages")
+        _run([uv, "pip", "install", "--python", str(python), "--no-deps", "--reinstall-package",
+              _project_name(checkout), str(checkout)], f"installing {commit[:12]} itself")
+        record.update(installer="uv.lock", lock_sha256=hashlib.sha256(lock.read_bytes()).hexdigest())
+    else:
+        _run([str(python), "-m", "pip", "install", "-q", str(checkout)], f"pip install of {commit[:12]}")
+        record.update(installer="pip (no uv.lock)", lock_sha256=None)
+    freeze = _run([uv, "pip", "freeze", "--python", str(python)], "listing the installed packages")
+    record["installed"] = dict(line.split("==", 1) for line in freeze.splitlines() if "==" in line)
+    if prepare:
+        marker = env_dir / f".prepared-{hashlib.sha256(prepare.encode()).hexdigest()[:12]}"
+        if not marker.exists():
+            p = subprocess.run(prepare, shell=True, cwd=checkout, capture_output=True, text=True, check=False,
+                               env={**os.environ, "PATH": f"{python.parent}:{os.environ.get('PATH', '')}"})
+            if p.returncode != 0:
+                last = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
+                raise TargetError(f"prepare command {prepare!r} failed for {commit[:12]}: {last}")
+            marker.write_text(prepare + "\n")
+        record["prepared"] = prepare
+    (env_dir / INSTALL_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _project_name(checkout: Path) -> str:
+    import tomllib
+
+    try:
+        return tomllib.loads((checkout / "pyproject.toml").read_text())["project"]["name"]
+    except (OSError, KeyError, ValueError):
+        raise TargetError(f"{checkout}/pyproject.toml names no project") from None
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mbaphases.targets")
+    sub = p.add_subparsers(dest="command", required=True)
+    i = sub.add_parser("install", help="install one side into asv's environment")
+    i.add_argument("--env-dir", required=True)
+    i.add_argument("--checkout", required=True)
+    i.add_argument("--extras", default="", help="comma list of the target's extras")
+    i.add_argument("--prepare", default="", help="one-time command before measured runs (shell)")
+    args = p.parse_args(argv)
+    try:
+        install(Path(args.env_dir), Path(args.checkout), [e for e in args.extras.split(",") if e],
+                args.prepare or None)
+    except TargetError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def conf_command(extras: list[str], prepare: str | None) -> str:
+    """asv's install_command for the field profile (asv interpolates the braces)."""
+    parts = [sys.executable, "-m", "mbaphases.targets", "install", "--env-dir", "{env_dir}",
+             "--checkout", "{build_dir}", "--extras", ",".join(extras)]
+    if prepare:
+        parts += ["--prepare", prepare]
+    return "in-dir={conf_dir} " + " ".join(shlex.quote(x) if "{" not in x else x for x in parts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""The live line of a formal run, from the entry's progress file and the runs so far."""
+import io
+import json
+import time
+
+from mbaphases.runner import Progress
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_line_names_run_side_case_and_eta(tmp_path):
+    started = time.time() - 100
+    raw = tmp_path / "raw"
+    for k in (1, 2):  # two runs finished in the 100 s so far
+        (raw / "sha1").mkdir(parents=True, exist_ok=True)
+        (raw / "sha1" / f"run{k}.meta.json").write_text(json.dumps({"started": started + 1, "ended": started + 40 * k}))
+    progress = tmp_path / "progress.json"
+    progress.write_text(json.dumps({"commit": "sha2", "run": 2, "case_index": 3, "cases": 7,
+                                    "case": "sac/g1_walk_flat/mujoco", "time": time.time()}))
+    p = Progress(progress, {"sha2": "MBA dev (mba-dev)"}, 6, raw, started, Terminal())
+    line = p.line()
+    assert line.startswith("run 3/6 | MBA dev (mba-dev) | case 3/7 sac/g1_walk_flat/mujoco | elapsed 01:40")
+    # 100 s for 2.5 runs: 40 s a run, 4 runs to go
+    assert line.endswith("ETA 02:40")
+
+
+def test_progress_is_quiet_when_not_a_terminal(tmp_path):
+    out = io.StringIO()
+    with Progress(tmp_path / "none.json", {}, 2, tmp_path, time.time(), out):
+        pass
+    assert out.getvalue() == ""
