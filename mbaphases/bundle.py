@@ -26,7 +26,7 @@ def _sha256(path: Path) -> str:
 
 
 def write(out: Path, sides, results_dir: Path, machine: str, pins_path: Path | None, exceptions_path: Path | None,
-          report_dir: Path, reference: str | None) -> Path:
+          report_dir: Path, reference: str | None, history: list[str] | None = None) -> Path:
     """``sides``: the loaded Sides, baseline first."""
     out = Path(out)
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,7 +57,7 @@ def write(out: Path, sides, results_dir: Path, machine: str, pins_path: Path | N
             shutil.copy2(exceptions_path, root / "exceptions.toml")
         shutil.copytree(report_dir, root / "report")
         manifest = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(), "machine": machine,
-                    "reference": reference,
+                    "reference": reference, "history": history,
                     "sides": [{"role": "baseline" if i == 0 else "candidate", "label": s.label, "sha": s.revision}
                               for i, s in enumerate(sides)]}
         (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

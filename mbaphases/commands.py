@@ -172,7 +172,8 @@ def bundle_command(args) -> int:
         if loaded.results_dir is None:
             raise UsageError("a bundle is made from asv results (not from raw inputs)")
         bundle_mod.write(out, [loaded.baseline, *loaded.candidates], loaded.results_dir, loaded.machine,
-                         args.pins_path, args.exceptions_path, Path(tmp) / "report", args.reference_used)
+                         args.pins_path, args.exceptions_path, Path(tmp) / "report", args.reference_used,
+                         args.history_used)
     print(f"bundle: {out} ({out.stat().st_size / 1024:.0f} KiB)")
     return status
 
@@ -243,6 +244,7 @@ def _report(args, keep=None) -> int:
         s.publish()
     if keep is not None:
         keep.loaded, keep.pins_path, keep.exceptions_path, keep.reference_used = loaded, pins_path, exc_path, reference
+        keep.history_used = overview.history if overview is not None else None
     page = None
     if html_dir is not None:
         from mbaphases.html import link_from_asv
@@ -272,6 +274,9 @@ def _report(args, keep=None) -> int:
 
 def history_order(args, pins: dict, cands: list[load.Side]) -> list[str]:
     """The candidates' labels in first-parent order of the last one's history (asv's line)."""
+    manifest = getattr(args, "bundle_manifest", None)
+    if manifest:
+        return manifest.get("history") or [c.label for c in cands]
     if args.baseline_raw or args.results:
         return [c.label for c in cands]
     from mbaphases.runner import load_asv_conf

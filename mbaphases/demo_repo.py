@@ -175,16 +175,29 @@ def _check_replaceable(path: Path) -> None:
                      "refusing to replace it (give a new or empty directory)")
 
 
-def generate(path: Path) -> dict[str, str]:
-    """(Re)create the repository at ``path``; returns {branch: sha} in history order."""
+def _make_repository(path: Path, fill) -> dict[str, str]:
+    """Build a repository in a temporary folder with ``fill(work) -> {ref: sha}``, mark it
+    as made here, and only then put it at ``path`` (replacing only what this made)."""
     path = Path(path).resolve()
     _check_replaceable(path)
-    shas: dict[str, str] = {}
     with tempfile.TemporaryDirectory(dir=path.parent if path.parent.exists() else None) as tmp:
         work = Path(tmp) / "repo"
         work.mkdir()
         _git(work, "init", "-q", "-b", BASELINE_BRANCH)
         _git(work, "config", "core.fileMode", "true")
+        shas = fill(work)
+        (work / ".git" / MARKER).write_text("made by mbaphases demo-repo; it may replace this directory\n")
+        if path.exists():
+            shutil.rmtree(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(work), str(path))
+    return shas
+
+
+def generate(path: Path) -> dict[str, str]:
+    """(Re)create the demo repository at ``path``; returns {branch: sha} in history order."""
+    def fill(work: Path) -> dict[str, str]:
+        shas: dict[str, str] = {}
         _write_tree(work)
         for day, commit in enumerate(HISTORY, start=1):
             set_runtime(work, commit.runtime)
@@ -197,12 +210,9 @@ def generate(path: Path) -> dict[str, str]:
                                      env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
             _git(work, "update-ref", f"refs/heads/{commit.name}", shas[commit.name])
         _git(work, "reset", "-q", "--hard", BASELINE_BRANCH)
-        (work / ".git" / MARKER).write_text("made by mbaphases demo-repo; it may replace this directory\n")
-        if path.exists():
-            shutil.rmtree(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(work), str(path))
-    return shas
+        return shas
+
+    return _make_repository(path, fill)
 
 
 # --- a repository shaped like the field's --------------------------------------------------------
@@ -352,13 +362,8 @@ def _uv_lock(work: Path) -> None:
 def generate_field(path: Path) -> dict[str, str]:
     """(Re)create a field-shaped repository at ``path``; returns {tag: sha}. Its uv.lock
     is resolved now, so its SHAs are printed, not fixed."""
-    path = Path(path).resolve()
-    _check_replaceable(path)
-    shas: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(dir=path.parent if path.parent.exists() else None) as tmp:
-        work = Path(tmp) / "repo"
-        work.mkdir()
-        _git(work, "init", "-q", "-b", "main")
+    def fill(work: Path) -> dict[str, str]:
+        shas: dict[str, str] = {}
         for day, commit in enumerate(FIELD_HISTORY, start=1):
             _field_tree(work, commit)
             _uv_lock(work)
@@ -367,9 +372,6 @@ def generate_field(path: Path) -> dict[str, str]:
             _git(work, "commit", "-q", "-m", commit.message, env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
             _git(work, "tag", commit.tag)
             shas[commit.tag] = _git(work, "rev-parse", "HEAD")
-        (work / ".git" / MARKER).write_text("made by mbaphases demo-repo; it may replace this directory\n")
-        if path.exists():
-            shutil.rmtree(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(work), str(path))
-    return shas
+        return shas
+
+    return _make_repository(path, fill)

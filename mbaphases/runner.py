@@ -103,7 +103,8 @@ def ensure_machine(conf: Path, machine: str) -> None:
     p = subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--machine", machine, "--config", str(conf)],
                        capture_output=True, text=True, check=False)
     if p.returncode != 0:
-        raise RuntimeError(f"asv machine failed: {p.stderr.strip()}")
+        said = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1].lstrip("· ")
+        raise UsageError(f"asv machine --machine {machine} with {conf}: {said}")
 
 
 def field_conf(template: Path, repo: str, package: str | None, out: Path, settings: dict | None = None) -> Path:
