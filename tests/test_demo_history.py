@@ -73,7 +73,10 @@ def test_an_optimization_is_attributed_to_its_own_phase(runs, opt):
     for part in ("physics", "update_state", "reset_done"):
         spread = max(pb[part].max() - pb[part].min(), pc[part].max() - pc[part].min())
         if part == opt.phase:
-            assert abs(own) > spread, f"{opt.name}: {part} moved {own:+.3f} ms, within its spread {spread:.3f}"
+            # against the typical run-to-run spread (interquartile range): one hiccup of the
+            # shared host must not hide a real change
+            iqr = max(float(x.quantile(0.75) - x.quantile(0.25)) for x in (pb[part], pc[part]))
+            assert abs(own) > 2 * iqr, f"{opt.name}: {part} moved {own:+.3f} ms, spread (IQR) {iqr:.3f}"
             continue
         assert abs(row[f"{part}_ms"]) <= spread, f"{opt.name}: {part} moved {row[f'{part}_ms']:+.3f} ms, spread {spread:.3f}"
 
