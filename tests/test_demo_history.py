@@ -17,7 +17,7 @@ from mbaphases import load, tables
 from mbaphases.demo_repo import HISTORY, OPTIMIZATIONS, generate
 
 CASE = "sac/g1_motion_tracking/mujoco"
-ROUNDS = 7
+ROUNDS = 9
 # one physics thread: less jitter; episodes of 5 control steps: several resets per step
 SIZES = ["--num-envs", "16", "--warmup-steps", "5", "--measure-steps", "40", "--replay-capacity-steps", "4",
          "--override", "task.episode_length_s=0.1", "--override", "sim.nthread=1"]
