@@ -122,7 +122,7 @@ def _machine_from_asv_command() -> str | None:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             return None
-        if any(a.endswith("asv") or a == "asv" for a in args[:3]) or "asv" in args[1:3]:
+        if "asv" in (Path(a).name for a in args[:3]):  # `asv ...` or `python -m asv ...`
             for i, a in enumerate(args):
                 if a == "--machine" and i + 1 < len(args):
                     return args[i + 1]

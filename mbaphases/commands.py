@@ -153,7 +153,7 @@ def report_command(args) -> int:
             args.exceptions = str(root / "exceptions.toml")
         args.reference = args.reference or args.bundle_manifest.get("reference")
     try:
-        return _report(args)
+        return _report(args)[0]
     finally:
         if bundle_dir is not None:
             bundle_dir.cleanup()
@@ -167,18 +167,27 @@ def bundle_command(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         args.out, args.html, args.quiet = str(Path(tmp) / "report"), None, True
         args.baseline_raw = args.candidate_raw = None
-        status = _report(args, keep=args)
-        loaded = args.loaded
+        status, made = _report(args)
+        loaded = made.loaded
         if loaded.results_dir is None:
             raise UsageError("a bundle is made from asv results (not from raw inputs)")
         bundle_mod.write(out, [loaded.baseline, *loaded.candidates], loaded.results_dir, loaded.machine,
-                         args.pins_path, args.exceptions_path, Path(tmp) / "report", args.reference_used,
-                         args.history_used)
+                         made.pins_path, made.exceptions_path, Path(tmp) / "report", made.reference, made.history)
     print(f"bundle: {out} ({out.stat().st_size / 1024:.0f} KiB)")
     return status
 
 
-def _report(args, keep=None) -> int:
+@dataclass
+class Made:
+    """What a report was made from (an evidence bundle packs the same)."""
+    loaded: Loaded
+    pins_path: Path | None
+    exceptions_path: Path | None
+    reference: str | None
+    history: list[str] | None
+
+
+def _report(args) -> tuple[int, Made]:
     pins, pins_path = _pins(args.pins)
     g = pins.get("gate", {})
     threshold = args.threshold if args.threshold is not None else float(g.get("threshold", 0.90))
@@ -242,9 +251,7 @@ def _report(args, keep=None) -> int:
         raise
     for s in stages:
         s.publish()
-    if keep is not None:
-        keep.loaded, keep.pins_path, keep.exceptions_path, keep.reference_used = loaded, pins_path, exc_path, reference
-        keep.history_used = overview.history if overview is not None else None
+    made = Made(loaded, pins_path, exc_path, reference, overview.history if overview is not None else None)
     page = None
     if html_dir is not None:
         from mbaphases.html import link_from_asv
@@ -269,7 +276,7 @@ def _report(args, keep=None) -> int:
             # the reader stopped early (| head): the verdict stands, the rest is not printed
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
-    return status
+    return status, made
 
 
 def history_order(args, pins: dict, cands: list[load.Side]) -> list[str]:

@@ -114,15 +114,19 @@ def _step_mean(stats, path: str, where: str) -> float:
     return sum(values) / len(values)
 
 
-def _field_nan(text: str) -> tuple[dict, bool]:
-    """The field's entry writes bare NaN in some non-gated fields: read as null."""
+def _entry_json(text: str, path) -> tuple[dict, bool]:
+    """A raw entry JSON and whether it had bare NaN: the field's entry writes them in some
+    non-gated fields, read here as null."""
     found = []
 
     def constant(name):
         found.append(name)
         return None
 
-    return json.loads(text, parse_constant=constant), bool(found)
+    try:
+        return json.loads(text, parse_constant=constant), bool(found)
+    except ValueError as e:
+        raise UsageError(f"{path} is not valid JSON ({e})") from None
 
 
 def entry_run_values(doc: dict, path: str) -> tuple[dict, dict, dict]:
@@ -230,10 +234,7 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
             raise UsageError(f"{p} is given twice for side {label!r} (same {'file' if real in seen else 'content'} "
                              f"as {seen.get(real) or seen.get(digest)}); each run counts once")
         seen[real] = seen[digest] = p
-        try:
-            doc, had_nan = _field_nan(text)
-        except ValueError as e:
-            raise UsageError(f"{p} is not valid JSON ({e})") from None
+        doc, had_nan = _entry_json(text, p)
         if not isinstance(doc, dict) or doc.get("benchmark") != "offpolicy_collector_active" or "results" not in doc:
             raise UsageError(f"{p} is not an offpolicy_collector_active result file")
         if not isinstance(doc.get("args"), dict):
@@ -387,10 +388,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
                                   f"({load.get('cpu_busy_fraction', 0):.0%} of CPUs used by other processes)")
         raw_json = meta_path.with_name(f"run{meta['run']}.json")
         if raw_json.exists():
-            try:
-                raw_doc, had_nan = _field_nan(read_text(raw_json, "raw run"))
-            except ValueError as e:
-                raise UsageError(f"{raw_json} is not valid JSON ({e})") from None
+            raw_doc, had_nan = _entry_json(read_text(raw_json, "raw run"), raw_json)
             if had_nan and not any("bare NaN" in n for n in side.notes):
                 side.notes.append(f"{raw_json}: bare NaN in the entry's JSON read as null (the field writes them)")
             values, _, a = entry_run_values(raw_doc, str(raw_json))

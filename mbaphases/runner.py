@@ -207,8 +207,7 @@ class Progress:
             state = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return None
-        metas = [json.loads(p.read_text()) for p in self.raw_dir.glob("*/run*.meta.json")]
-        finished = [m for m in metas if m.get("started", 0) >= self.started and m.get("ended")]
+        finished = [m for m in run_meta(self.raw_dir.parent, self.raw_dir.name, self.started) if m.get("ended")]
         elapsed = time.time() - self.started
         eta = ""
         if finished:
