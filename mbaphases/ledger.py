@@ -27,6 +27,10 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str]) -> p
             row = {"candidate": cand.label, "case": case, "ratio": thr.loc[case, "ratio"]}
             for k in ("delta_sum_ms", *(f"{p}_ms" for p in PHASES)):
                 row[k] = att.loc[case].get(k) if case in att.index else None
+            total = row["delta_sum_ms"]
+            # what the three phases the demo story is about leave of the change (a phase not reported: 0)
+            row["other_ms"] = (None if total is None or total != total else
+                               total - sum(row[f"{p}_ms"] or 0 for p in ("physics", "update_state", "reset_done")))
             rows.append(row)
     return pd.DataFrame(rows)
 

@@ -174,12 +174,7 @@ def ledger_figure(ov):
         sub = led[led.case == case].set_index("candidate")
         pos_bottom, neg_bottom = np.zeros(len(cands)), np.zeros(len(cands))
         for name, color in parts:
-            if name == "other":
-                vals = [-(_f(sub.loc[c, "delta_sum_ms"]) - sum(_f(sub.loc[c, f"{p}_ms"]) for p, _ in parts[:3]))
-                        for c in cands]
-            else:
-                vals = [-_f(sub.loc[c, f"{name}_ms"]) for c in cands]
-            vals = np.array(vals)
+            vals = np.array([-_f(sub.loc[c, f"{name}_ms"]) for c in cands])
             bottom = np.where(vals >= 0, pos_bottom, neg_bottom)
             ax.bar(range(len(cands)), vals, bottom=bottom, color=color, label=name)
             pos_bottom += np.where(vals >= 0, vals, 0)

@@ -379,8 +379,7 @@ def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:
                        "Δ active ms": [_num(x, "{:+.3f}") for x in led.delta_sum_ms]})
     for p in ("physics", "update_state", "reset_done"):
         lv[f"Δ {p}"] = [_num(x, "{:+.3f}") for x in led[f"{p}_ms"]]
-    lv["Δ other"] = [_num(t - sum(r[f"{p}_ms"] or 0 for p in ("physics", "update_state", "reset_done")), "{:+.3f}")
-                     if t is not None and t == t else "n/a" for t, (_, r) in zip(led.delta_sum_ms, led.iterrows())]
+    lv["Δ other"] = [_num(x, "{:+.3f}") for x in led.other_ms]
     a = ov.additivity
     av = pd.DataFrame({
         "combined": a.get("combined", []), "case": a.get("case", []),
