@@ -3,14 +3,17 @@ in the target's own asv environment, where nothing of this suite is installed.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import json
 import math
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -154,31 +157,67 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _cpu_busy_fraction(interval: float = 0.5) -> float | None:
-    def sample():
-        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-        idle = fields[3] + fields[4]
-        return sum(fields), idle
+def _cpu_jiffies() -> tuple[int, int] | None:
+    """(all, idle) CPU time of the machine so far, in clock ticks."""
     try:
-        t0, i0 = sample()
-        time.sleep(interval)
-        t1, i1 = sample()
-    except OSError:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
         return None
-    return 1.0 - (i1 - i0) / (t1 - t0) if t1 > t0 else None
+    return sum(fields), fields[3] + fields[4]
+
+
+def _own_cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the entry, once waited for)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def host_load() -> dict:
-    """Load average, CPU busy share and frequency/governor (where readable)."""
-    busy = _cpu_busy_fraction()
+    """Load average and frequency/governor (where readable), and the counters that
+    busy_during() turns into other processes' CPU share. Reads only: no sampling
+    pause between runs."""
     return {
         "time": time.time(),
         "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "cpu_busy_fraction": busy,
-        "busy": bool(busy is not None and busy > BUSY_FRACTION),
         "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         "cur_freq_khz": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq"),
+        "cpu_jiffies": _cpu_jiffies(),
+        "own_cpu_s": _own_cpu_seconds(),
     }
+
+
+def busy_during(start: dict, end: dict) -> dict:
+    """The share of all CPUs that other processes used while the entry ran: the machine's
+    busy time over the run less this process's and the entry's own CPU time."""
+    a, b = start.get("cpu_jiffies"), end.get("cpu_jiffies")
+    busy = None
+    if a and b and b[0] > a[0]:
+        tick = os.sysconf("SC_CLK_TCK")
+        capacity_s = (b[0] - a[0]) / tick
+        used_s = ((b[0] - a[0]) - (b[1] - a[1])) / tick
+        busy = min(1.0, max(0.0, (used_s - (end["own_cpu_s"] - start["own_cpu_s"])) / capacity_s))
+    return {"cpu_busy_fraction": busy, "busy": bool(busy is not None and busy > BUSY_FRACTION),
+            "seconds": end["time"] - start["time"]}
+
+
+def _torch_cuda() -> str | None:
+    """torch.version.cuda read from torch's version file: importing torch here would add
+    about a second between runs."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        tree = ast.parse((Path(list(spec.submodule_search_locations)[0]) / "version.py").read_text())
+    except (OSError, SyntaxError):
+        return None
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == "cuda" and isinstance(node.value, ast.Constant):
+            return node.value.value
+    return None
 
 
 def environment() -> dict:
@@ -209,13 +248,7 @@ def environment() -> dict:
     if shutil.which("nvidia-smi"):
         p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
         gpu = p.stdout.strip() or "none"
-    torch_cuda = None
-    try:
-        import torch
-
-        torch_cuda = torch.version.cuda
-    except ImportError:
-        pass
+    torch_cuda = _torch_cuda()
     return {
         "os": platform.platform(), "kernel": platform.release(), "cpu": cpu,
         "logical_cpus": os.cpu_count(), "physical_cores": len(physical) or None, "memory": mem, "gpu": gpu,
@@ -298,6 +331,8 @@ def run_entry(pins: dict) -> dict:
             proc = _run_with_progress(cmd, target, env, commit, k)
             meta["ended"] = time.time()
     meta["load_end"] = host_load()
+    if "load_start" in meta:
+        meta["load_during"] = busy_during(meta["load_start"], meta["load_end"])
     meta["returncode"] = proc.returncode
     meta["environment"] = environment()
     meta["entry"] = {"checkout": str(target) if target else None, "path": entry_rel}

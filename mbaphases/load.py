@@ -129,6 +129,17 @@ def _entry_json(text: str, path) -> tuple[dict, bool]:
         raise UsageError(f"{path} is not valid JSON ({e})") from None
 
 
+def busy_notes(meta: dict) -> list[str]:
+    """Where other processes used the machine around a run: during it (how runs are
+    recorded now) or in half-second samples just before and after it (older runs)."""
+    notes = []
+    for key, where in (("load_during", "during the run"), ("load_start", "at start"), ("load_end", "at end")):
+        load = meta.get(key) or {}
+        if load.get("busy"):
+            notes.append(f"machine busy {where} ({load.get('cpu_busy_fraction', 0):.0%} of CPUs used by other processes)")
+    return notes
+
+
 def entry_run_values(doc: dict, path: str) -> tuple[dict, dict, dict]:
     """{case: {metric: value}}, {case: message} and {case: alignment} of one entry JSON."""
     if not isinstance(doc, dict):
@@ -381,11 +392,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
         env = side.environment or {}
         side.hardware = {"machine": meta.get("machine"), **{k: env[k] for k in ("cpu", "logical_cpus", "gpu") if k in env}}
         side.pins = {"benchmark_version": meta["version"], **meta.get("profile", {})}
-        for when in ("load_start", "load_end"):
-            load = meta.get(when) or {}
-            if load.get("busy"):
-                side.notes.append(f"{run}: machine busy at {when.split('_')[1]} "
-                                  f"({load.get('cpu_busy_fraction', 0):.0%} of CPUs used by other processes)")
+        side.notes += [f"{run}: {note}" for note in busy_notes(meta)]
         raw_json = meta_path.with_name(f"run{meta['run']}.json")
         if raw_json.exists():
             raw_doc, had_nan = _entry_json(read_text(raw_json, "raw run"), raw_json)

@@ -146,16 +146,14 @@ def run_meta(raw_dir: Path, machine: str, since: float) -> list[dict]:
 
 def summarize(metas: list[dict], sides: dict[str, str]) -> tuple[list[str], list[str]]:
     """(failures, warnings) as lines: which case, side and run failed; busy runs."""
+    from mbaphases import load
+
     failures, warnings = [], []
     for m in sorted(metas, key=lambda m: m["started"]):
         side = sides.get(m["commit"], m["commit"][:10])
         for case, msg in sorted(m.get("failed_cases", {}).items()):
             failures.append(f"FAILED {case} | side {side} | run {m['run']} | {msg}")
-        for when in ("load_start", "load_end"):
-            load = m.get(when) or {}
-            if load.get("busy"):
-                warnings.append(f"BUSY machine at {when.split('_')[1]} of {side} run {m['run']}: "
-                                f"{load['cpu_busy_fraction']:.0%} of CPUs used by other processes")
+        warnings += [f"BUSY {side} run {m['run']}: {note}" for note in load.busy_notes(m)]
     return failures, warnings
 
 

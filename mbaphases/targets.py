@@ -1,13 +1,18 @@
 """What differs between targets, in one place.
 
 How a side's environment is made, and the one-time preparation before measured
-runs. asv's install step for the field profile runs this module with the suite's
-python (``python -m mbaphases.targets install ...``; see asv.field.conf.json):
+runs. asv's install step runs this module (``python -m mbaphases.targets install ...``
+in the suite's folder; see asv.conf.json and asv.field.conf.json). It imports the
+standard library only, so the demo config runs it with the asv environment's own
+python, where nothing of this suite is installed:
 
 * a target with a ``uv.lock`` gets exactly what its lock says, with the configured
   extras (``uv export --frozen`` then ``uv pip install`` into asv's environment: what
   ``uv sync --extra ...`` gives that commit), then the project itself without deps;
-* a target without a lock is installed from its checkout with pip, as a wheel is;
+* a target without a lock gets the wheel asv built for the commit (or its checkout)
+  with uv, its dependencies checked against what the environment holds and installed
+  with pip only when something is missing or incompatible: switching sides costs a
+  fraction of a second, not a pip run;
 * a prepare command (e.g. fetching assets) runs once per environment and command.
 
 Where the entry is and how it is run lives beside the benchmarks
@@ -16,6 +21,7 @@ Where the entry is and how it is run lives beside the benchmarks
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -34,13 +40,20 @@ class TargetError(Exception):
     pass
 
 
-def uv_binary() -> str:
+def uv_binary(install_into: Path | None = None) -> str:
+    """uv from PATH or beside this python; with ``install_into`` (an environment's python)
+    missing uv is installed there once, so a plain `asv run` finds it without the suite's
+    environment on PATH."""
     found = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+    if not Path(found).exists() and install_into is not None:
+        _run([str(install_into), "-m", "pip", "install", "-q", "uv"], "installing uv into the asv environment")
+        found = str(Path(install_into).parent / "uv")
     if not Path(found).exists():
         raise TargetError("uv is not installed in the suite's environment (pip install uv)")
     return found
 
 
+@functools.lru_cache(maxsize=1)
 def uv_env() -> dict[str, str]:
     """pip's package sources for uv, which does not read pip's configuration (without
     them a lock resolution would take torch's multi-GB CUDA build from the index)."""
@@ -64,11 +77,11 @@ def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
     return p.stdout
 
 
-def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | None) -> dict:
+def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | None, wheel: Path | None = None) -> dict:
     env_dir, checkout = Path(env_dir), Path(checkout)
     python = env_dir / "bin" / "python"
     commit = os.environ.get("ASV_COMMIT", "unknown")
-    uv = uv_binary()
+    uv = uv_binary(install_into=python)
     plugin = subprocess.run([str(python), "-c", "import asv_bench_mbaphases"], capture_output=True, check=False)
     if plugin.returncode != 0:
         _run([uv, "pip", "install", "--python", str(python), str(PLUGIN_DIR)], "installing the asv benchmark type")
@@ -85,8 +98,16 @@ def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | Non
               _project_name(checkout), str(checkout)], f"installing {commit[:12]} itself")
         record.update(installer="uv.lock", lock_sha256=hashlib.sha256(lock.read_bytes()).hexdigest())
     else:
-        _run([str(python), "-m", "pip", "install", "-q", str(checkout)], f"pip install of {commit[:12]}")
-        record.update(installer="pip (no uv.lock)", lock_sha256=None)
+        source = str(wheel) if wheel is not None else str(checkout)
+        _run([uv, "pip", "install", "--python", str(python), "--no-deps", "--reinstall-package",
+              _project_name(checkout), source], f"installing {commit[:12]}")
+        check = subprocess.run([uv, "pip", "check", "--python", str(python)], capture_output=True, check=False)
+        if check.returncode != 0:
+            # a new environment, or dependencies that changed: pip resolves them, with its
+            # configuration (constraints, local wheels) that uv would not read
+            _run([str(python), "-m", "pip", "install", "-q", source], f"installing {commit[:12]}'s dependencies")
+        record.update(installer="uv pip (no uv.lock)" + (", asv's wheel" if wheel is not None else ""),
+                      lock_sha256=None)
     freeze = _run([uv, "pip", "freeze", "--python", str(python)], "listing the installed packages")
     record["installed"] = dict(line.split("==", 1) for line in freeze.splitlines() if "==" in line)
     if prepare:
@@ -120,10 +141,11 @@ def main(argv=None) -> int:
     i.add_argument("--checkout", required=True)
     i.add_argument("--extras", default="", help="comma list of the target's extras")
     i.add_argument("--prepare", default="", help="one-time command before measured runs (shell)")
+    i.add_argument("--wheel", default="", help="the wheel asv built for this commit (targets without a uv.lock)")
     args = p.parse_args(argv)
     try:
         install(Path(args.env_dir), Path(args.checkout), [e for e in args.extras.split(",") if e],
-                args.prepare or None)
+                args.prepare or None, Path(args.wheel) if args.wheel else None)
     except TargetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -43,7 +43,8 @@ def make_suite(tmp: Path, candidate_ref: str) -> Path:
     suite.mkdir()
     for name in ("asv.conf.json", "asv.field.conf.json", "pins.toml", "pins.field.toml", "gate-exceptions.toml"):
         shutil.copy(ROOT / name, suite / name)
-    for folder in ("benchmarks", "asv-plugin"):
+    # what asv's config runs: the benchmarks, the benchmark type, the install step (mbaphases.targets)
+    for folder in ("benchmarks", "asv-plugin", "mbaphases"):
         shutil.copytree(ROOT / folder, suite / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
     (suite / "pins.toml").write_text(two_sided_pins(candidate_ref))
