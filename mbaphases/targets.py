@@ -102,10 +102,12 @@ def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | Non
         _run([uv, "pip", "install", "--python", str(python), "--no-deps", "--reinstall-package",
               _project_name(checkout), source], f"installing {commit[:12]}")
         check = subprocess.run([uv, "pip", "check", "--python", str(python)], capture_output=True, check=False)
+        record["dependencies"] = "present"
         if check.returncode != 0:
             # a new environment, or dependencies that changed: pip resolves them, with its
             # configuration (constraints, local wheels) that uv would not read
             _run([str(python), "-m", "pip", "install", "-q", source], f"installing {commit[:12]}'s dependencies")
+            record["dependencies"] = "installed by pip"
         record.update(installer="uv pip (no uv.lock)" + (", asv's wheel" if wheel is not None else ""),
                       lock_sha256=None)
     freeze = _run([uv, "pip", "freeze", "--python", str(python)], "listing the installed packages")

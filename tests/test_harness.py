@@ -43,3 +43,40 @@ def test_install_step_runs_with_a_bare_python():
                        cwd=_target.SUITE_DIR, capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr
     assert "--wheel" in p.stdout
+
+
+def _side(root, value):
+    (root / "side_probe").mkdir(parents=True)
+    (root / "side_probe" / "__init__.py").write_text(f"VALUE = {value!r}\n")
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "side-probe"\nversion = "0.1.0"\ndependencies = ["six"]\n\n'
+        '[tool.setuptools]\npackages = ["side_probe"]\n')
+    return root
+
+
+def test_switching_sides_installs_the_side_and_fetches_dependencies_only_when_missing(tmp_path):
+    """The install step as asv runs it for a target without a uv.lock, in a new environment
+    whose PATH has no uv: uv is installed into it once, the first side's dependency comes
+    through pip, the second side (same version number) replaces the first without pip."""
+    import json
+    import os
+
+    env_dir = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
+    python = env_dir / "bin" / "python"
+    path = os.pathsep.join([str(env_dir / "bin"), "/usr/bin", "/bin"])
+    records = []
+    for value in ("first", "second"):
+        checkout = _side(tmp_path / value, value)
+        p = subprocess.run([str(python), "-m", "mbaphases.targets", "install", "--env-dir", str(env_dir),
+                            "--checkout", str(checkout)], cwd=_target.SUITE_DIR, capture_output=True, text=True,
+                           env={**os.environ, "PATH": path}, check=False, timeout=600)
+        assert p.returncode == 0, p.stderr
+        records.append(json.loads((env_dir / "mbaphases-install.json").read_text()))
+        installed = subprocess.run([str(python), "-c", "import side_probe, six; print(side_probe.VALUE)"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+        assert installed == value
+    assert (env_dir / "bin" / "uv").is_file()
+    assert [r["dependencies"] for r in records] == ["installed by pip", "present"]
+    assert "six" in records[1]["installed"] and records[1]["installer"] == "uv pip (no uv.lock)"
