@@ -14,7 +14,6 @@ import os
 import platform
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import threading
@@ -34,6 +33,7 @@ PACKAGES = ("numpy", "torch", "mujoco", "mujoco-uni-runtime", "motrixsim", "motr
             "hydra-core", "omegaconf", "asv", "asv_runner")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "UNILAB_COLLECTOR_TORCH_THREADS")
 BUSY_FRACTION = 0.25  # other processes using more than this share of all CPUs: flagged
+STEAL_FRACTION = 0.05  # the hypervisor taking more than this share of the CPUs during a run: flagged
 # the machine-wide formal-run lock (also taken by `mbaphases run` for its whole run)
 LOCK_PATH = Path(os.environ.get("MBAPHASES_LOCK", "/tmp/mbaphases-formal-run.lock"))
 LOCK_TIMEOUT_S = float(os.environ.get("MBAPHASES_LOCK_TIMEOUT", "3600"))
@@ -157,13 +157,14 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _cpu_jiffies() -> tuple[int, int] | None:
-    """(all, idle) CPU time of the machine so far, in clock ticks."""
+def _cpu_jiffies() -> tuple[int, int, int] | None:
+    """(all, idle, steal) CPU time of the machine so far, in clock ticks. Steal: time the
+    hypervisor gave this VM's CPUs to others, what most disturbs a run on a shared VM."""
     try:
         fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     except (OSError, ValueError, IndexError):
         return None
-    return sum(fields), fields[3] + fields[4]
+    return sum(fields), fields[3] + fields[4], fields[7] if len(fields) > 7 else 0
 
 
 def _own_cpu_seconds() -> float:
@@ -172,10 +173,16 @@ def _own_cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _children_switches() -> tuple[int, int]:
+    """(involuntary, voluntary) context switches of the finished children (the entry)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_nivcsw, kids.ru_nvcsw
+
+
 def host_load() -> dict:
     """Load average and frequency/governor (where readable), and the counters that
-    busy_during() turns into other processes' CPU share. Reads only: no sampling
-    pause between runs."""
+    busy_during() turns into other processes' CPU share, the steal share and the entry's
+    context switches. Reads only: no sampling pause between runs."""
     return {
         "time": time.time(),
         "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
@@ -183,21 +190,30 @@ def host_load() -> dict:
         "cur_freq_khz": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq"),
         "cpu_jiffies": _cpu_jiffies(),
         "own_cpu_s": _own_cpu_seconds(),
+        "children_switches": _children_switches(),
     }
 
 
 def busy_during(start: dict, end: dict) -> dict:
-    """The share of all CPUs that other processes used while the entry ran: the machine's
-    busy time over the run less this process's and the entry's own CPU time."""
+    """Over the run: the share of all CPUs that other processes used (the machine's busy time
+    less this process's and the entry's own CPU time), the share the hypervisor stole, and
+    the entry's context switches (involuntary: it was preempted)."""
     a, b = start.get("cpu_jiffies"), end.get("cpu_jiffies")
-    busy = None
+    busy = steal = None
     if a and b and b[0] > a[0]:
         tick = os.sysconf("SC_CLK_TCK")
         capacity_s = (b[0] - a[0]) / tick
         used_s = ((b[0] - a[0]) - (b[1] - a[1])) / tick
         busy = min(1.0, max(0.0, (used_s - (end["own_cpu_s"] - start["own_cpu_s"])) / capacity_s))
-    return {"cpu_busy_fraction": busy, "busy": bool(busy is not None and busy > BUSY_FRACTION),
-            "seconds": end["time"] - start["time"]}
+        if len(a) > 2 and len(b) > 2:
+            steal = min(1.0, max(0.0, (b[2] - a[2]) / (b[0] - a[0])))
+    out = {"cpu_busy_fraction": busy, "busy": bool(busy is not None and busy > BUSY_FRACTION),
+           "steal_fraction": steal, "steal": bool(steal is not None and steal > STEAL_FRACTION),
+           "seconds": end["time"] - start["time"]}
+    sa, sb = start.get("children_switches"), end.get("children_switches")
+    if sa and sb:
+        out["involuntary_switches"], out["voluntary_switches"] = sb[0] - sa[0], sb[1] - sa[1]
+    return out
 
 
 def _torch_cuda() -> str | None:
@@ -220,6 +236,15 @@ def _torch_cuda() -> str | None:
     return None
 
 
+def suite_module(name: str):
+    """A standard-library module of the suite (mbaphases/<name>.py), loaded by path: the
+    suite is not installed in the target's environment, and one home describes hardware."""
+    spec = importlib.util.spec_from_file_location(f"_mbaphases_{name}", SUITE_DIR / "mbaphases" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def environment() -> dict:
     """Hardware and software of the asv environment this process runs in."""
     versions = {}
@@ -228,34 +253,30 @@ def environment() -> dict:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    cpu, physical = platform.processor() or platform.machine(), set()
-    try:
-        phys_id = None
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-            elif line.startswith("physical id"):
-                phys_id = line.split(":", 1)[1].strip()
-            elif line.startswith("core id"):
-                physical.add((phys_id, line.split(":", 1)[1].strip()))
-    except OSError:
-        pass
-    mem = None
-    for line in (_read("/proc/meminfo") or "").splitlines():
-        if line.startswith("MemTotal"):
-            mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    gpu = "none"
-    if shutil.which("nvidia-smi"):
-        p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
-        gpu = p.stdout.strip() or "none"
-    torch_cuda = _torch_cuda()
     return {
-        "os": platform.platform(), "kernel": platform.release(), "cpu": cpu,
-        "logical_cpus": os.cpu_count(), "physical_cores": len(physical) or None, "memory": mem, "gpu": gpu,
+        "os": platform.platform(), "kernel": platform.release(), **suite_module("hardware").describe(),
         "python": platform.python_version(), "python_executable": sys.executable,
-        "packages": versions, "torch_cuda": torch_cuda,
+        "packages": versions, "torch_cuda": _torch_cuda(),
         "thread_env": {k: os.environ.get(k) for k in THREAD_VARS},
     }
+
+
+def other_hardware(out_dir: Path, env: dict) -> str | None:
+    """Why this run must not be appended to the machine's results: runs already stored under
+    this machine name were measured on other hardware (None: same hardware, or none stored)."""
+    if os.environ.get("MBAPHASES_ALLOW_OTHER_HARDWARE") == "1":
+        return None
+    hw = suite_module("hardware")
+    for meta_path in sorted(out_dir.parent.glob("*/run*.meta.json")):
+        try:
+            stored = json.loads(meta_path.read_text()).get("environment") or {}
+        except (OSError, ValueError):
+            continue
+        if stored and hw.fingerprint(stored) != hw.fingerprint(env):
+            return (f"machine {out_dir.parent.name!r} holds runs measured on other hardware ({hw.text(stored)}; "
+                    f"this host: {hw.text(env)}); name another machine, or set MBAPHASES_ALLOW_OTHER_HARDWARE=1")
+        return None
+    return None
 
 
 CASE_LINE = re.compile(r"^\[(\d+)/(\d+)\] (\S+)")
@@ -300,6 +321,11 @@ def run_entry(pins: dict) -> dict:
     machine = machine_name()
     raw_root = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs")
     out_dir = raw_root / machine / commit
+    env_now = environment()
+    refused = other_hardware(out_dir, env_now)
+    if refused:
+        # nothing is written under the other machine's name: its runs stay one hardware
+        raise RuntimeError(refused)
     out_dir.mkdir(parents=True, exist_ok=True)
     k = 1 + sum(1 for _ in out_dir.glob("run*.meta.json"))
     while (out_dir / f"run{k}.meta.json").exists():
@@ -334,7 +360,7 @@ def run_entry(pins: dict) -> dict:
     if "load_start" in meta:
         meta["load_during"] = busy_during(meta["load_start"], meta["load_end"])
     meta["returncode"] = proc.returncode
-    meta["environment"] = environment()
+    meta["environment"] = env_now
     meta["entry"] = {"checkout": str(target) if target else None, "path": entry_rel}
     install = Path(os.environ.get("ASV_ENV_DIR", "/nonexistent")) / "mbaphases-install.json"
     if install.is_file():

@@ -13,7 +13,7 @@ import json
 import shutil
 import tarfile
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from mbaphases.errors import UsageError
@@ -56,7 +56,7 @@ def write(out: Path, sides, results_dir: Path, machine: str, pins_path: Path | N
         if exceptions_path and Path(exceptions_path).is_file():
             shutil.copy2(exceptions_path, root / "exceptions.toml")
         shutil.copytree(report_dir, root / "report")
-        manifest = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(), "machine": machine,
+        manifest = {"schema": SCHEMA, "created": datetime.now(UTC).isoformat(), "machine": machine,
                     "reference": reference, "history": history,
                     "sides": [{"role": "baseline" if i == 0 else "candidate", "label": s.label, "sha": s.revision}
                               for i, s in enumerate(sides)]}

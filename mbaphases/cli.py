@@ -29,7 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--pins", default="pins.toml")
     r.add_argument("--profile", default=None, help="profile in the pins file (default: its 'profile')")
     r.add_argument("--runs", type=int, default=None, help="independent runs per side (default: pins 'runs')")
-    r.add_argument("--machine", default=None, help="asv machine name (default: <host>-<profile>)")
+    r.add_argument("--machine", default=None,
+                   help="asv machine name (default: <host>-<hardware fingerprint>-<profile>)")
+    r.add_argument("--allow-other-hardware", action="store_true",
+                   help="append to a --machine whose stored runs were measured on other hardware")
     r.add_argument("--python", default=None, help="use this existing python instead of building environments")
     r.add_argument("--field-repo", default=None, help="run against the field's repository (URL or path)")
     r.add_argument("--field-package", default=None, help="the field repository's package name")
@@ -67,12 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--html", default=None, help="also write the HTML page here (e.g. html/mbaphases, linked from asv's html/)")
     rp.add_argument("--cross-machine", action="store_true",
                     help="the sides were measured on different hardware on purpose: gate them anyway, and say so first")
+    rp.add_argument("--batch", default=None,
+                    help="comma list of batch IDs: only their runs (default: every batch; the gate compares the "
+                         "sides inside each batch both ran in)")
     rp.add_argument("--quiet", action="store_true")
     rp.add_argument("--bundle", default=None, help="an evidence bundle (mbaphases bundle) instead of other inputs")
     bd = sub.add_parser("bundle", help="one archive with the sides' raw runs, asv results, pins and report")
     bd.add_argument("--out", required=True, help="the archive to write (.tar.gz)")
     for flag in ("--config", "--pins", "--results", "--machine", "--baseline", "--candidate", "--sides",
-                 "--reference", "--exceptions", "--baseline-label", "--candidate-label"):
+                 "--reference", "--exceptions", "--baseline-label", "--candidate-label", "--batch"):
         bd.add_argument(flag, default="asv.conf.json" if flag == "--config" else None)
     for flag, kind in (("--threshold", float), ("--min-runs", int), ("--confidence", float)):
         bd.add_argument(flag, type=kind, default=None)
@@ -128,7 +134,8 @@ def _run(args) -> int:
         only = [x.strip() for x in args.sides.split(",") if x.strip()] if args.sides else None
         try:
             with runner.formal_run_lock(f"mbaphases run {conf}", 60 * args.lock_timeout_min):
-                return runner.run_sides(conf, pins, runs, args.machine, args.python, only, until)
+                return runner.run_sides(conf, pins, runs, args.machine, args.python, only, until,
+                                         allow_other_hardware=args.allow_other_hardware)
         except runner.LockBusy as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_LOCK_TIMEOUT

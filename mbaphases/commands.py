@@ -8,8 +8,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mbaphases import comparable, inputs, load, report
 from mbaphases import gate as gate_mod
-from mbaphases import inputs, load, report
 from mbaphases.errors import UsageError
 from mbaphases.staging import Stage
 
@@ -210,6 +210,8 @@ def _report(args) -> tuple[int, Made]:
     else:
         exc_path = None
     loaded = load_sides(args, pins)
+    if getattr(args, "batch", None):
+        restrict_to_batches(loaded, args.batch)
     b, cands, kind, records = loaded.baseline, loaded.candidates, loaded.kind, loaded.records
     confidence, stop_notes = _stopping(records, [b, *cands], confidence)
     pinned_cases = pins.get("cases") if not args.baseline_raw else None
@@ -217,40 +219,47 @@ def _report(args) -> tuple[int, Made]:
     for c in cands[1:]:
         cases += [x for x in report.tables.case_order(b, c, pinned_cases) if x not in cases]
     exceptions = gate_mod.load_exceptions(exc_path, cases)
-    reps = [report.build(b, c, threshold, min_runs, exceptions, args.dispersion_limit, pinned_cases, kind,
-                         cross_machine=args.cross_machine, confidence=confidence, notes=stop_notes) for c in cands]
-    overview = None
     reference = None
-    if len(reps) > 1:
+    if len(cands) > 1:
         reference = args.reference or pins.get("reference") or cands[0].label
         if reference not in [c.label for c in cands]:
             raise UsageError(f"--reference {reference!r} is not a candidate; valid: {', '.join(c.label for c in cands)}")
-        combines = {c["label"]: c["combines"] for c in pins.get("candidates", []) if c.get("combines")}
-        overview = report.build_overview(reps, reference, combines, history_order(args, pins, cands))
+    led = pins.get("ledger", {})
+    # never pooled across hardware: one complete comparison per hardware the sides share
+    units = comparable.by_hardware(b, cands, min_runs)
+    built = []
+    for unit in units:
+        reps = [report.build(unit.baseline, c, threshold, min_runs, exceptions, args.dispersion_limit, pinned_cases,
+                             kind, cross_machine=args.cross_machine, confidence=confidence,
+                             notes=stop_notes + unit.notes) for c in unit.candidates]
+        overview = None
+        if len(reps) > 1:
+            combines = {c["label"]: c["combines"] for c in pins.get("candidates", []) if c.get("combines")}
+            overview = report.build_overview(reps, reference, combines, history_order(args, pins, cands),
+                                             unit.candidates, led.get("additivity_margin"),
+                                             led.get("additivity_margin_ms"))
+        built.append((unit, reps, overview))
     stages = [Stage(out)]
     try:
-        if overview is None:
-            report.write(reps[0], stages[0].dir)
-        else:
-            report.write_overview(overview, stages[0].dir)
-            for rep in reps:
-                report.write(rep, stages[0].dir / report.slug(rep.candidate.label))
         if html_dir is not None:
-            from mbaphases.html import write_overview_page, write_page
+            stages.append(Stage(html_dir, fresh_subdirs=("raw",) + tuple(report.slug(c.label) for c in cands)
+                                + tuple(u.folder for u in units if u.folder)))
+        for unit, reps, overview in built:
+            sub = unit.folder if len(built) > 1 else ""
+            _write_outputs(reps, overview, stages[0].dir / sub, stages[1].dir / sub if html_dir is not None else None)
+        if len(built) > 1:
+            report.write_hardware_index(built, stages[0].dir)
+            if html_dir is not None:
+                from mbaphases.html import write_hardware_page
 
-            stages.append(Stage(html_dir, fresh_subdirs=("raw",) + tuple(report.slug(r.candidate.label) for r in reps)))
-            if overview is None:
-                write_page(reps[0], stages[1].dir)
-            else:
-                write_overview_page(overview, stages[1].dir, {r.candidate.label: report.slug(r.candidate.label) for r in reps})
-                for rep in reps:
-                    write_page(rep, stages[1].dir / report.slug(rep.candidate.label))
+                write_hardware_page(built, stages[1].dir)
     except BaseException:
         for s in stages:
             s.discard()
         raise
     for s in stages:
         s.publish()
+    overview = built[0][2]
     made = Made(loaded, pins_path, exc_path, reference, overview.history if overview is not None else None)
     page = None
     if html_dir is not None:
@@ -258,16 +267,23 @@ def _report(args) -> tuple[int, Made]:
 
         page = html_dir / "index.html"
         link_from_asv(html_dir.parent, html_dir)
-    verdict = report.overall_verdict([r.verdict for r in reps])
+    verdict = report.overall_verdict([r.verdict for _, reps, _ in built for r in reps])
     status = EXIT_PASS if verdict == "PASS" else EXIT_NOT_PASSED
     if not args.quiet:
         try:
-            for rep in reps:
-                if len(reps) > 1:
-                    print(f"\n######## {rep.candidate.label} vs {rep.baseline.label}")
-                report.print_tables(rep, sys.stdout)
-            if overview is not None:
-                report.print_overview(overview, sys.stdout)
+            for unit, reps, overview in built:
+                if len(built) > 1:
+                    print(f"\n################ hardware {unit.label} ({unit.folder})")
+                for rep in reps:
+                    if len(reps) > 1:
+                        print(f"\n######## {rep.candidate.label} vs {rep.baseline.label}")
+                    report.print_tables(rep, sys.stdout)
+                if overview is not None:
+                    report.print_overview(overview, sys.stdout)
+            if len(built) > 1:
+                print("\n######## VERDICT PER HARDWARE (never pooled): "
+                      + "; ".join(f"{u.label}: {report.overall_verdict([r.verdict for r in reps])}"
+                                  for u, reps, _ in built))
             print(f"\nreport: {out / 'report.md'}\nsummary: {out / 'summary.json'}")
             if page:
                 print(f"page: {page}")
@@ -277,6 +293,37 @@ def _report(args) -> tuple[int, Made]:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
     return status, made
+
+
+def _write_outputs(reps, overview, out: Path, html_dir: Path | None) -> None:
+    """One comparison's report (and page): one candidate, or the overview with a folder each."""
+    if overview is None:
+        report.write(reps[0], out)
+    else:
+        report.write_overview(overview, out)
+        for rep in reps:
+            report.write(rep, out / report.slug(rep.candidate.label))
+    if html_dir is not None:
+        from mbaphases.html import write_overview_page, write_page
+
+        if overview is None:
+            write_page(reps[0], html_dir)
+        else:
+            write_overview_page(overview, html_dir, {r.candidate.label: report.slug(r.candidate.label) for r in reps})
+            for rep in reps:
+                write_page(rep, html_dir / report.slug(rep.candidate.label))
+
+
+def restrict_to_batches(loaded: Loaded, spec: str) -> None:
+    """``--batch ID[,ID]``: only the runs of the named batches (each must hold some run)."""
+    wanted = [x.strip() for x in spec.split(",") if x.strip()]
+    sides = [loaded.baseline, *loaded.candidates]
+    known = sorted({bt for s in sides for bt in s.batches.values()})
+    for w in wanted:
+        if w not in known:
+            raise UsageError(f"--batch {w!r} holds no run of these sides; valid: {', '.join(known) or 'none recorded'}")
+    keep = [comparable.restrict(s, [r for r in comparable.runs_of(s) if s.batches.get(r) in wanted]) for s in sides]
+    loaded.baseline, loaded.candidates = keep[0], keep[1:]
 
 
 def history_order(args, pins: dict, cands: list[load.Side]) -> list[str]:

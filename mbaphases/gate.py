@@ -3,6 +3,9 @@
 Per case, from the per-run throughputs, on the distribution-free confidence
 interval of the ratio candidate / baseline at the stated confidence (default
 90%; see mbaphases.interval):
+Runs are compared only on one hardware and, where batches are recorded, inside
+the batches both sides ran in, combined as strata (van Elteren's stratified
+rank statistic and its Hodges-Lehmann interval; mbaphases.comparable).
 * PASS: the interval's lower end clears the threshold;
 * FAIL: its upper end is below the threshold;
 * INCONCLUSIVE: the threshold lies inside it (or the runs are too few for any
@@ -26,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mbaphases import inputs
+from mbaphases import comparable, inputs
 from mbaphases import interval as iv_mod
 from mbaphases.errors import UsageError
 from mbaphases.load import Side
-from mbaphases.tables import per_run
+from mbaphases.tables import per_run, per_run_map
 
 STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "MISSING", "MISALIGNED", "EXCEPTED")
 RANK_TEST_MIN_RUNS = 5
@@ -109,7 +112,7 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
         fc = c.failed[c.failed.case == case]
         row = {"case": case, "threshold": threshold, "confidence": confidence, "lower": None, "upper": None,
                "estimate": None, "k": None, "coverage": None, "smallest_detectable_change": None,
-               "runs_needed": None, "p_value": None, "note": "", "decision": None}
+               "runs_needed": None, "p_value": None, "note": "", "decision": None, "strata": None, "method": None}
         if len(xb) < min_runs or len(xc) < min_runs or len(fb) or len(fc):
             row["gate"] = "MISSING"
             parts = [f"baseline {len(xb)} runs", f"candidate {len(xc)} runs"]
@@ -117,10 +120,16 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
             row["note"] = f"needs >= {min_runs} successful runs per side; " + "; ".join(parts)
             rows.append(row)
             continue
-        iv = iv_mod.ratio_interval(xb, xc, confidence)
+        blocks = comparable.blocks(b, c, per_run_map(b, "throughput", case), per_run_map(c, "throughput", case))
+        iv = iv_mod.ratio_interval(xb, xc, confidence, blocks)
         row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, k=iv.k, coverage=iv.coverage,
-                   smallest_detectable_change=iv.half_width)
-        row["p_value"] = rank_test_p(xb, xc, threshold)
+                   smallest_detectable_change=iv.half_width, strata=iv.strata, method=iv.method)
+        if len(blocks) > 1:
+            row["note"] = f"stratified over {len(blocks)} batches (van Elteren, {iv.method})"
+            row["p_value"] = (iv_mod.stratified_p_less(blocks, threshold)
+                              if min(len(xb), len(xc)) >= RANK_TEST_MIN_RUNS else None)
+        else:
+            row["p_value"] = rank_test_p(xb, xc, threshold)
         diff = misaligned(b, c, case)
         if diff or hardware_diff:
             row["gate"] = "MISALIGNED"
@@ -130,7 +139,7 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
             rows.append(row)
             continue
         status = iv_mod.status(iv, threshold)
-        if iv.k is None:
+        if iv.lower is None:
             row["note"] = f"{len(xb)} vs {len(xc)} runs cannot give a {confidence:.0%} interval"
         if status == "INCONCLUSIVE":
             row["runs_needed"] = iv_mod.runs_needed(iv, threshold, confidence)

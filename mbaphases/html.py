@@ -175,6 +175,28 @@ def write_overview_page(ov: report.Overview, out: Path, folders: dict[str, str])
     return page
 
 
+def write_hardware_page(built, out: Path) -> Path:
+    """The page over comparisons on several hardwares: one verdict each, links to each page."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    table = report.hardware_verdicts(built)
+    verdict = report.overall_verdict(list(table.verdict))
+    rows = "".join(f'<tr><td><a href="{html.escape(f)}/index.html">{html.escape(h)}</a></td>'
+                   f'<td class="g-{html.escape(v)}">{html.escape(v)}</td><td>{html.escape(c)}</td></tr>'
+                   for h, f, v, c in zip(table.hardware, table.folder, table.verdict, table.candidates))
+    notes = "".join(f"<li>{html.escape(unit.label)}: {html.escape(n)}</li>" for unit, _, _ in built for n in unit.notes)
+    page = out / "index.html"
+    page.write_text(
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>Runs on {len(built)} hardwares: {verdict}</title><style>{CSS}</style><script>{CHECK_JS}</script></head><body>"
+        f"<h1>Runs on {len(built)} hardwares: one comparison per hardware, never pooled</h1>"
+        f'<p><span class="verdict {verdict}" id="verdict">Verdict: {verdict}</span></p>'
+        f"<table><tr><th>hardware</th><th>verdict</th><th>candidates</th></tr>{rows}</table>"
+        f"<ul>{notes}</ul></body></html>")
+    report.write_hardware_index(built, out)
+    return page
+
+
 LINK_MARK = "<!-- mbaphases report link -->"
 
 

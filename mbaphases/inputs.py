@@ -44,6 +44,9 @@ PINS_SCHEMA = {
             "extras": {"type": "array", "items": {"type": "string", "minLength": 1}},
             "python": {"type": "string", "pattern": "^3\\.[0-9]+$"},
             "prepare": {"type": "string"}, "package": {"type": "string", "minLength": 1}}},
+        "ledger": {"type": "object", "additionalProperties": False, "properties": {
+            "additivity_margin": {"type": "number", "exclusiveMinimum": 0, "finite": True},
+            "additivity_margin_ms": {"type": "number", "exclusiveMinimum": 0, "finite": True}}},
         "gate": {"type": "object", "additionalProperties": False, "properties": {
             "threshold": _THRESHOLD, "min_runs": _POSITIVE_INT, "exceptions": {"type": "string", "minLength": 1},
             "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}}},

@@ -8,19 +8,30 @@ null (exact below 20 runs a side, normal approximation above). At 3 vs 3, k = 1
 gives [min c / max b, max c / min b] at exactly 90%: the interval rule of the
 seed; with more runs the same confidence uses inner order statistics, so the
 interval narrows instead of widening.
+
+Several batches are blocks (strata): the same inversion on van Elteren's
+stratified statistic T = sum_s w_s U_s, w_s = 1 / (m_s + n_s + 1), each stratum
+comparing only its own runs, so a shift between batches that both sides share
+neither widens nor biases the interval. Exact (the strata's U distributions
+convolved) where the counts allow, normal otherwise. One stratum is the rule
+above, unchanged.
+
+Also here: the same intervals for a difference in ms (ledger, attribution),
+and a stratified bootstrap over runs for what no rank inversion gives (a share
+of a change, an interaction of several sides' changes).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
 EXACT_BELOW = 20
 
 
-@lru_cache(maxsize=None)
+@cache
 def _u_counts(m: int, n: int) -> tuple[int, ...]:
     """Number of arrangements giving U = 0..m*n (exact integers)."""
     if m == 0 or n == 0:
@@ -59,30 +70,154 @@ def order_index(m: int, n: int, confidence: float) -> tuple[int | None, float | 
 
 @dataclass
 class RatioInterval:
-    lower: float | None  # ratio (candidate / baseline), not log
+    lower: float | None  # ratio (candidate / baseline), not log; a difference for shift intervals
     upper: float | None
     estimate: float  # Hodges-Lehmann: exp(median of the log ratios)
-    k: int | None
-    coverage: float | None  # the exact confidence of [lower, upper]
+    k: int | None  # the order statistic (one stratum); None with several strata
+    coverage: float | None  # the exact confidence of [lower, upper] (nominal where normal)
     m: int
     n: int
+    strata: int = 1
+    method: str = "exact"
+    ratio: bool = True  # False: an interval of a difference (ms)
 
     @property
     def half_width(self) -> float | None:
-        """Smallest detectable relative change: half the interval's relative width."""
+        """Smallest detectable change: half the interval's relative width (ratios) or half its
+        width (differences)."""
         if self.lower is None:
             return None
+        if not self.ratio:
+            return (self.upper - self.lower) / 2
         return math.sqrt(self.upper / self.lower) - 1
 
+    def contains(self, x: float) -> bool | None:
+        return None if self.lower is None else self.lower <= x <= self.upper
 
-def ratio_interval(baseline: np.ndarray, candidate: np.ndarray, confidence: float) -> RatioInterval:
-    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
-    d = np.sort((np.log(c)[None, :] - np.log(b)[:, None]).ravel())
-    k, coverage = order_index(len(b), len(c), confidence)
-    est = float(np.exp(np.median(d)))
-    if k is None:
-        return RatioInterval(None, None, est, None, None, len(b), len(c))
-    return RatioInterval(float(np.exp(d[k - 1])), float(np.exp(d[-k])), est, k, coverage, len(b), len(c))
+
+def ratio_interval(baseline: np.ndarray, candidate: np.ndarray, confidence: float,
+                   blocks: list[tuple] | None = None) -> RatioInterval:
+    """The interval of candidate / baseline; ``blocks`` ([(baseline, candidate)] per batch)
+    stratifies it. One block is the same as none."""
+    return _shift(blocks or [(baseline, candidate)], confidence, log=True)
+
+
+def difference_interval(baseline: np.ndarray, candidate: np.ndarray, confidence: float,
+                        blocks: list[tuple] | None = None) -> RatioInterval:
+    """The interval of the shift candidate - baseline (e.g. ms per vector step): Hodges-Lehmann
+    of the pairwise differences, the same inversion as the ratio's."""
+    return _shift(blocks or [(baseline, candidate)], confidence, log=False)
+
+
+def _diffs(b, c, log: bool) -> np.ndarray:
+    b, c = np.asarray(b, dtype=float), np.asarray(c, dtype=float)
+    if log:
+        b, c = np.log(b), np.log(c)
+    return (c[None, :] - b[:, None]).ravel()
+
+
+def _shift(blocks: list[tuple], confidence: float, log: bool) -> RatioInterval:
+    back = np.exp if log else (lambda x: x)
+    blocks = [(np.asarray(b, dtype=float), np.asarray(c, dtype=float)) for b, c in blocks if len(b) and len(c)]
+    m, n = sum(len(b) for b, _ in blocks), sum(len(c) for _, c in blocks)
+    if not blocks:
+        return RatioInterval(None, None, math.nan, None, None, 0, 0, 0, ratio=log)
+    if len(blocks) == 1:
+        (b, c), = blocks
+        d = np.sort(_diffs(b, c, log))
+        k, coverage = order_index(len(b), len(c), confidence)
+        est = float(back(np.median(d)))
+        if k is None:
+            return RatioInterval(None, None, est, None, None, m, n, ratio=log)
+        method = "exact" if min(len(b), len(c)) < EXACT_BELOW else "normal"
+        return RatioInterval(float(back(d[k - 1])), float(back(d[-k])), est, k, coverage, m, n, 1, method, log)
+    sizes = [(len(b), len(c)) for b, c in blocks]
+    weights = van_elteren_weights(sizes)
+    d = np.concatenate([_diffs(b, c, log) for b, c in blocks])
+    w = np.concatenate([np.full(mb * nc, wt, dtype=float) for (mb, nc), wt in zip(sizes, weights)])
+    order = np.argsort(d, kind="stable")
+    d, w = d[order], w[order]
+    total = float(w.sum())
+    after = total - np.cumsum(w)  # T(delta) just above each sorted difference
+    mean = total / 2
+    eps = 1e-9 * total
+    est = float(back((d[np.argmax(after <= mean + eps)] + d[np.argmax(after < mean - eps)]) / 2))
+    accept = stratified_acceptance(sizes, weights, confidence)
+    if accept is None:
+        return RatioInterval(None, None, est, None, None, m, n, len(blocks), ratio=log)
+    t_lo, coverage, method = accept
+    t_hi = total - t_lo  # the null distribution is symmetric about total / 2
+    lower = d[np.argmax(after <= t_hi + eps)]
+    upper = d[np.argmax(after < t_lo - eps)]
+    return RatioInterval(float(back(lower)), float(back(upper)), est, None, coverage, m, n, len(blocks), method, log)
+
+
+def van_elteren_weights(sizes: list[tuple[int, int]]) -> list[int]:
+    """w_s = 1 / (m_s + n_s + 1), scaled to integers (a common multiple) so the exact null
+    distribution is one of integers; scaling does not change the test."""
+    denominators = [mb + nc + 1 for mb, nc in sizes]
+    lcm = math.lcm(*denominators)
+    return [lcm // dn for dn in denominators]
+
+
+EXACT_SUPPORT_MAX = 2_000_000
+
+
+def stratified_null(sizes: list[tuple[int, int]], weights: list[int]) -> np.ndarray | None:
+    """P(T = t) for t = 0..sum w_s m_s n_s under no shift, T = sum_s w_s U_s with the
+    strata independent (None where too large for the exact computation)."""
+    support = sum(wt * mb * nc for (mb, nc), wt in zip(sizes, weights))
+    if support > EXACT_SUPPORT_MAX or any(min(s) >= EXACT_BELOW for s in sizes):
+        return None
+    dist = np.ones(1)
+    for (mb, nc), wt in zip(sizes, weights):
+        counts = np.array(_u_counts(mb, nc), dtype=float) / math.comb(mb + nc, mb)
+        scaled = np.zeros(wt * mb * nc + 1)
+        scaled[::wt] = counts
+        dist = np.convolve(dist, scaled)
+    return dist
+
+
+def stratified_acceptance(sizes, weights, confidence: float) -> tuple[float, float, str] | None:
+    """(t_lo, coverage, method): T in [t_lo, total - t_lo] is accepted, with coverage
+    1 - 2 P(T < t_lo) >= confidence, t_lo as large as that allows (> 0: else no interval)."""
+    dist = stratified_null(sizes, weights)
+    if dist is not None:
+        below = np.concatenate([[0.0], np.cumsum(dist)[:-1]])  # P(T < t)
+        ok = np.nonzero((dist > 0) & (1 - 2 * below + 1e-12 >= confidence))[0]
+        ok = ok[ok > 0]
+        if not len(ok):
+            return None
+        t_lo = int(ok.max())
+        return float(t_lo), float(1 - 2 * below[t_lo]), "exact"
+    from scipy.stats import norm
+
+    mean = sum(wt * mb * nc for (mb, nc), wt in zip(sizes, weights)) / 2
+    sd = math.sqrt(sum(wt * wt * mb * nc * (mb + nc + 1) / 12 for (mb, nc), wt in zip(sizes, weights)))
+    t_lo = mean - norm.ppf(0.5 + confidence / 2) * sd
+    return (t_lo, confidence, "normal") if t_lo > 0 else None
+
+
+def stratified_p_less(blocks: list[tuple], threshold: float) -> float | None:
+    """One-sided stratified rank test that candidate >= threshold x baseline is not lower
+    (van Elteren; ties count half): the p-value of the observed T at that shift."""
+    blocks = [(np.asarray(b, dtype=float), np.asarray(c, dtype=float)) for b, c in blocks if len(b) and len(c)]
+    if not blocks:
+        return None
+    sizes = [(len(b), len(c)) for b, c in blocks]
+    weights = van_elteren_weights(sizes)
+    t = 0.0
+    for (b, c), wt in zip(blocks, weights):
+        diff = c[None, :] - threshold * b[:, None]
+        t += wt * (float((diff > 0).sum()) + 0.5 * float((diff == 0).sum()))
+    dist = stratified_null(sizes, weights)
+    if dist is not None:
+        return float(dist[: int(math.floor(t + 1e-9)) + 1].sum())
+    from scipy.stats import norm
+
+    mean = sum(wt * mb * nc for (mb, nc), wt in zip(sizes, weights)) / 2
+    sd = math.sqrt(sum(wt * wt * mb * nc * (mb + nc + 1) / 12 for (mb, nc), wt in zip(sizes, weights)))
+    return float(norm.cdf((t + 0.5 - mean) / sd))
 
 
 def status(iv: RatioInterval, threshold: float) -> str:
@@ -110,5 +245,55 @@ def runs_needed(iv: RatioInterval, threshold: float, confidence: float, cap: int
     if distance == 0:
         return None
     n = max(iv.m, iv.n)
-    need = math.ceil(n * (half / distance) ** 2)
-    return min(max(need, n + 1), cap) if half >= distance else n
+    return runs_to_decide(half, distance, n, cap)
+
+
+BOOTSTRAP_RESAMPLES = 4000
+
+
+def bootstrap(groups: list[list[np.ndarray]], statistic, confidence: float,
+              resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float | None, float | None]:
+    """(point, lower, upper): a percentile bootstrap over runs, stratified.
+
+    ``groups``: per side, one array (runs x features) per batch; each batch's runs are
+    drawn with replacement, sides and batches independently, as they were measured.
+    ``statistic`` maps a list of (resamples, runs, features) arrays, one per side, to one
+    value per resample. Seeded: the same runs give the same interval. For statistics no
+    rank inversion covers (a share of a change, the interaction of several sides' changes);
+    with 3 runs a side it is narrower than its nominal confidence, like any bootstrap."""
+    (one,) = bootstrap_many(groups, lambda drawn: np.asarray(statistic(drawn), dtype=float)[:, None], confidence,
+                            resamples, seed)
+    return one
+
+
+def bootstrap_many(groups: list[list[np.ndarray]], statistic, confidence: float,
+                   resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> list[tuple]:
+    """As bootstrap(), for a statistic of several values per resample ((resamples, k) out):
+    one (point, lower, upper) per value, from the same resamples."""
+    rng = np.random.default_rng(seed)
+    drawn = []
+    for strata in groups:
+        strata = [np.asarray(a, dtype=float) for a in strata if len(a)]
+        drawn.append(np.concatenate([a[rng.integers(0, len(a), size=(resamples, len(a)))] for a in strata], axis=1))
+    points = np.asarray(statistic([np.concatenate([np.asarray(a, dtype=float) for a in strata if len(a)])[None]
+                                   for strata in groups]), dtype=float)[0]
+    values = np.asarray(statistic(drawn), dtype=float)
+    out = []
+    for j, point in enumerate(points):
+        col = values[:, j][np.isfinite(values[:, j])]
+        if len(col) < resamples / 2:
+            out.append((float(point), None, None))
+            continue
+        lower, upper = np.quantile(col, [(1 - confidence) / 2, (1 + confidence) / 2])
+        out.append((float(point), float(lower), float(upper)))
+    return out
+
+
+def runs_to_decide(half_width: float, distance: float, runs: int, cap: int = 200) -> int | None:
+    """Runs per side at which an interval of this spread (width ~ 1/sqrt(runs)) would be
+    narrower than ``distance`` (how far its centre is from what would decide it)."""
+    if distance <= 0:
+        return None
+    if half_width < distance:
+        return runs
+    return min(max(math.ceil(runs * (half_width / distance) ** 2), runs + 1), cap)

@@ -2,63 +2,129 @@
 
 Per case: the throughput ratio candidate / reference (medians), the change in
 active ms per vector step split by phase (the attribution of tables.py, so the
-parts add up), and for a candidate that combines others (pins ``combines``)
-the additivity check: the sum of the single optimizations' changes beside the
-measured change of the combined commit. They "add up" when the two differ by
-no more than the run-to-run range of active ms of the sides involved.
+parts add up), each change with its distribution-free interval (a change whose
+interval contains 0 is not distinguishable from run-to-run noise), and for a
+candidate that combines others (pins ``combines``) the additivity test.
+
+Additivity: the interaction = measured change of the combined commit - the sum
+of the single optimizations' changes (each against the reference; a change is
+the sum of the parts' median changes, as in the ledger). Its interval is a
+stratified percentile bootstrap over the runs of every side involved: the
+interaction mixes medians of several independent sides, for which no rank
+inversion exists. Against an equivalence margin (pins ``[ledger]``: a share of
+the combined change, default 10%, or an absolute ``additivity_margin_ms``):
+"adds up" only when the whole interval lies inside [-margin, +margin], "does
+not add up" when it lies wholly beyond the margin, "undetermined" otherwise,
+with the runs per side an interval of this spread would need.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from mbaphases import tables
+from mbaphases import comparable, interval, tables
 from mbaphases.load import Side
 
 PHASES = ("physics", "step_core_minus_physics", "update_state", "reset_done", "env_step_rest", "replay", "bookkeeping")
+STORY = ("physics", "update_state", "reset_done")  # the phases the demo story is about; the rest is "other"
+DEFAULT_MARGIN_SHARE = 0.10
 
 
-def ledger_table(reference: Side, candidates: list[Side], cases: list[str]) -> pd.DataFrame:
+def ledger_table(reference: Side, candidates: list[Side], cases: list[str], confidence: float = 0.90) -> pd.DataFrame:
     rows = []
     for cand in candidates:
-        thr = tables.throughput_table(reference, cand, cases).set_index("case")
-        att = tables.attribution_table(reference, cand, cases).set_index("case")
+        ref, cnd, notes = comparable.pair(reference, cand)
+        thr = tables.throughput_table(ref, cnd, cases).set_index("case")
+        att = tables.attribution_table(ref, cnd, cases, confidence).set_index("case")
         for case in cases:
             row = {"candidate": cand.label, "case": case, "ratio": thr.loc[case, "ratio"]}
-            for k in ("delta_sum_ms", *(f"{p}_ms" for p in PHASES)):
-                row[k] = att.loc[case].get(k) if case in att.index else None
+            a = att.loc[case] if case in att.index else pd.Series(dtype=object)
+            for k in ("delta_sum", *PHASES):
+                src = "delta_active" if k == "delta_sum" else k
+                row[f"{k}_ms"] = a.get(f"{k}_ms")
+                row[f"{k}_lower_ms"], row[f"{k}_upper_ms"] = a.get(f"{src}_lower_ms"), a.get(f"{src}_upper_ms")
+                row[f"{k}_clear"] = a.get(f"{src}_clear")
             total = row["delta_sum_ms"]
             # what the three phases the demo story is about leave of the change (a phase not reported: 0)
             row["other_ms"] = (None if total is None or total != total else
-                               total - sum(row[f"{p}_ms"] or 0 for p in ("physics", "update_state", "reset_done")))
+                               total - sum(row[f"{p}_ms"] or 0 for p in STORY))
+            row["other_lower_ms"] = row["other_upper_ms"] = row["other_clear"] = None
+            pr, pc = tables.attribution_parts(ref, case), tables.attribution_parts(cnd, case)
+            if pr is not None and pc is not None:
+                rest = [p for p in PHASES if p not in STORY]
+                xr, xc = pr[rest].sum(axis=1, min_count=1).dropna(), pc[rest].sum(axis=1, min_count=1).dropna()
+                if len(xr) and len(xc):
+                    blocks = [(xr[rb].to_numpy(), xc[rc].to_numpy())
+                              for rb, rc in comparable.block_runs(ref, cnd, xr.index, xc.index)]
+                    iv = interval.difference_interval(xr, xc, confidence, blocks)
+                    row["other_lower_ms"], row["other_upper_ms"] = iv.lower, iv.upper
+                    row["other_clear"] = None if iv.lower is None else not iv.contains(0.0)
+            row["notes"] = "; ".join(notes)
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _active_range(side: Side, case: str) -> float:
-    parts = tables.attribution_parts(side, case)
-    if parts is None or parts["active"].isna().all():
-        return float("nan")
-    return float(parts["active"].max() - parts["active"].min())
+def _sum_of_medians(drawn: np.ndarray) -> np.ndarray:
+    """Per resample: the sum over parts of the parts' medians over runs (a side's figure whose
+    differences are the ledger's changes)."""
+    return np.nansum(np.median(drawn, axis=1), axis=1)
+
+
+def _groups(side: Side, parts: pd.DataFrame) -> list[np.ndarray]:
+    """The side's per-run parts, one array per batch (its own batches: strata of the bootstrap)."""
+    by_batch = {}
+    for run in parts.index:
+        by_batch.setdefault(side.batches.get(run), []).append(run)
+    return [parts.loc[runs, list(PHASES)].to_numpy() for runs in by_batch.values()]
 
 
 def additivity_table(reference: Side, by_label: dict[str, Side], combines: dict[str, list[str]],
-                     ledger: pd.DataFrame, cases: list[str]) -> pd.DataFrame:
+                     ledger: pd.DataFrame, cases: list[str], confidence: float = 0.90,
+                     margin_share: float = DEFAULT_MARGIN_SHARE, margin_ms: float | None = None) -> pd.DataFrame:
     rows = []
     delta = ledger.set_index(["candidate", "case"])["delta_sum_ms"]
     for combined, parts in combines.items():
         if combined not in by_label or any(p not in by_label for p in parts):
             continue
+        involved = [reference, by_label[combined], *(by_label[p] for p in parts)]
         for case in cases:
             singles = [delta.get((p, case)) for p in parts]
             measured = delta.get((combined, case))
-            if measured is None or any(x is None or x != x for x in singles) or measured != measured:
-                rows.append({"combined": combined, "case": case, "parts": ", ".join(parts)})
+            per_run = [tables.attribution_parts(s, case) for s in involved]
+            row = {"combined": combined, "case": case, "parts": ", ".join(parts)}
+            if (measured is None or any(x is None or x != x for x in singles) or measured != measured
+                    or any(p is None for p in per_run)):
+                rows.append(row)
                 continue
-            total = float(sum(singles))
-            tolerance = float(np.nanmax([_active_range(s, case) for s in
-                                         [reference, by_label[combined], *(by_label[p] for p in parts)]]))
-            rows.append({"combined": combined, "case": case, "parts": ", ".join(parts), "sum_of_parts_ms": total,
-                         "measured_ms": float(measured), "difference_ms": float(measured) - total,
-                         "tolerance_ms": tolerance, "adds_up": bool(abs(float(measured) - total) <= tolerance)})
+            k = len(parts)
+
+            def interaction(drawn, k=k):
+                ref, comb, *single = (_sum_of_medians(d) for d in drawn)
+                return comb - sum(single) + k * ref - ref
+
+            point, lo, hi = interval.bootstrap([_groups(s, p) for s, p in zip(involved, per_run)], interaction,
+                                               confidence)
+            margin = float(margin_ms) if margin_ms is not None else margin_share * abs(float(measured))
+            runs = min(len(p) for p in per_run)
+            verdict, need = decide_equivalence(point, lo, hi, margin, runs)
+            rows.append({**row, "sum_of_parts_ms": float(sum(singles)), "measured_ms": float(measured),
+                         "interaction_ms": point, "interaction_lower_ms": lo, "interaction_upper_ms": hi,
+                         "margin_ms": margin, "additivity": verdict,
+                         "adds_up": {"adds up": True, "does not add up": False}.get(verdict),
+                         "runs_needed": need, "method": "stratified percentile bootstrap over runs"})
     return pd.DataFrame(rows)
+
+
+def decide_equivalence(point: float, lower: float | None, upper: float | None, margin: float,
+                       runs: int) -> tuple[str, int | None]:
+    """An equivalence test with three answers on the interval of the interaction."""
+    if lower is None:
+        return "undetermined", None
+    if -margin <= lower and upper <= margin:
+        return "adds up", None
+    if lower > margin or upper < -margin:
+        return "does not add up", None
+    half = (upper - lower) / 2
+    # the nearer decision: inside the margin (adds up) or beyond it (does not)
+    distance = abs(margin - abs(point))
+    return "undetermined", interval.runs_to_decide(half, distance, runs)

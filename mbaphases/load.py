@@ -58,15 +58,23 @@ class Side:
     hardware: dict = field(default_factory=dict)  # machine, cpu, logical_cpus, gpu (where recorded)
     run_digests: dict[str, str] = field(default_factory=dict)  # run file path -> sha256 of its content
     batches: dict[str, str] = field(default_factory=dict)  # run -> batch (one `mbaphases run` invocation)
+    run_hardware: dict[str, dict] = field(default_factory=dict)  # run -> its hardware (mbaphases.comparable)
+    run_flags: dict[str, list[str]] = field(default_factory=dict)  # run -> what disturbed it (busy, steal)
 
 
-HARDWARE_KEYS = ("machine", "cpu", "logical_cpus", "gpu")
+HARDWARE_KEYS = ("machine", "cpu", "logical_cpus", "memory", "gpu")
+HARDWARE_FIELDS = ("cpu", "logical_cpus", "memory", "gpu")  # of a run meta's environment
 
 
 def hardware_differences(b: Side, c: Side) -> list[str]:
     """Hardware both sides recorded and that differs, as 'key (baseline vs candidate)'."""
+    from mbaphases.hardware import memory_class
+
+    def value(hw, k):
+        return memory_class(hw[k]) if k == "memory" else str(hw[k])
+
     return [f"{k} ({b.hardware[k]} vs {c.hardware[k]})" for k in HARDWARE_KEYS
-            if k in b.hardware and k in c.hardware and str(b.hardware[k]) != str(c.hardware[k])]
+            if k in b.hardware and k in c.hardware and value(b.hardware, k) != value(c.hardware, k)]
 
 
 def check_distinct_runs(b: Side, c: Side) -> None:
@@ -127,6 +135,15 @@ def _entry_json(text: str, path) -> tuple[dict, bool]:
         return json.loads(text, parse_constant=constant), bool(found)
     except ValueError as e:
         raise UsageError(f"{path} is not valid JSON ({e})") from None
+
+
+def run_flags(meta: dict) -> list[str]:
+    """What disturbed a run, from its meta: other processes (busy) and the hypervisor (steal)."""
+    notes = busy_notes(meta)
+    during = meta.get("load_during") or {}
+    if during.get("steal"):
+        notes.append(f"STEAL: the hypervisor took {during.get('steal_fraction', 0):.1%} of the CPUs during the run")
+    return notes
 
 
 def busy_notes(meta: dict) -> list[str]:
@@ -215,7 +232,7 @@ def _side_from_entry_docs(label, revision, docs: list[tuple[str, str, dict]]) ->
 
 def _entry_hardware(doc: dict) -> dict:
     host = (doc.get("provenance") or {}).get("host") or {}
-    hw = {k: host[k] for k in ("cpu", "logical_cpus", "gpu") if host.get(k) is not None}
+    hw = {k: host[k] for k in HARDWARE_FIELDS if host.get(k) is not None}
     if host.get("node"):
         hw["machine"] = host["node"]
     return hw
@@ -268,11 +285,9 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
             batch = read_json_file(meta).get("batch")
             if batch:
                 side.batches[p] = batch
-    hardware = [_entry_hardware(d) for _, _, d in docs]
-    side.hardware = hardware[0]
-    for p, hw in zip(paths, hardware):
-        if hw != side.hardware:
-            raise UsageError(f"side {label!r}: {p} was measured on other hardware than {paths[0]} ({hw} vs {side.hardware})")
+    # runs on other hardware are kept apart per run, never pooled (mbaphases.comparable)
+    side.run_hardware = {p: _entry_hardware(d) for p, _, d in docs}
+    side.hardware = side.run_hardware[paths[0]]
     return side
 
 
@@ -379,7 +394,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     side.pins = {"benchmark_version": next(iter(versions))}
     raw = Path(raw_dir or results_dir.parent / "raw-runs") / machine / sha
     metas = sorted(raw.glob("run*.meta.json"))
-    fails, align, run_batches, raw_rows = [], {}, [], []
+    fails, align, run_batches, raw_rows, run_names, hardware, flags = [], {}, [], [], [], {}, {}
     metas = sorted(metas, key=lambda m: int(m.name.split(".")[0].removeprefix("run")))
     for meta_path in metas:
         meta = read_json_file(meta_path)
@@ -387,12 +402,13 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
             continue  # a run under other pinned parameters: kept on disk, not mixed in
         run_batches.append(meta.get("batch"))
         run = f"run{meta['run']}"
+        run_names.append(run)
         fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
         env = side.environment or {}
-        side.hardware = {"machine": meta.get("machine"), **{k: env[k] for k in ("cpu", "logical_cpus", "gpu") if k in env}}
+        hardware[run] = {"machine": meta.get("machine"), **{k: env[k] for k in HARDWARE_FIELDS if k in env}}
         side.pins = {"benchmark_version": meta["version"], **meta.get("profile", {})}
-        side.notes += [f"{run}: {note}" for note in busy_notes(meta)]
+        flags[run] = run_flags(meta)
         raw_json = meta_path.with_name(f"run{meta['run']}.json")
         if raw_json.exists():
             raw_doc, had_nan = _entry_json(read_text(raw_json, "raw run"), raw_json)
@@ -401,7 +417,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
             values, _, a = entry_run_values(raw_doc, str(raw_json))
             _merge_alignment(align, a, str(raw_json))
             if from_raw:
-                raw_rows += [{"run": f"r{len(run_batches)}", "case": c, "metric": m, "value": x}
+                raw_rows += [{"run": run, "case": c, "metric": m, "value": x}
                              for c, v in values.items() for m, x in v.items()]
         side.sources.append(str(meta_path))
     if from_raw:
@@ -412,7 +428,16 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
         side.notes.append("per-run values from the raw runs: asv stored no samples (run without --record-samples)")
     side.failed = pd.DataFrame(fails, columns=["run", "case", "message"])
     side.alignment = align
-    # asv appends one sample per run, in run order: sample k is the k-th run of these pins
-    if len(run_batches) == side.values.run.nunique():
-        side.batches = {f"r{k + 1}": b for k, b in enumerate(run_batches) if b}
+    # asv appends one sample per run, in run order: sample k is the k-th run of these pins,
+    # named like its raw files; otherwise the runs' batch and hardware are unknown
+    if not from_raw and len(run_names) == side.values.run.nunique():
+        side.values["run"] = side.values.run.map({f"r{k + 1}": name for k, name in enumerate(run_names)})
+        from_raw = True
+    if from_raw:
+        side.batches = {run: b for run, b in zip(run_names, run_batches) if b}
+        side.run_hardware = hardware
+        side.run_flags = {run: f for run, f in flags.items() if f}
+    side.notes += [f"{run}: {note}" for run, f in flags.items() for note in f]
+    if hardware:
+        side.hardware = hardware[run_names[-1]]
     return side

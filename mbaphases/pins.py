@@ -8,7 +8,6 @@ from mbaphases import inputs
 from mbaphases.errors import UsageError
 
 
-
 def load(path: Path, profile: str | None = None) -> dict:
     path = Path(path)
     pins = inputs.load_pins(path)

@@ -106,7 +106,7 @@ def phase_figure(rep):
     width = 0.38
     for i, case in enumerate(rep.cases):
         for j, side in enumerate(("baseline", "candidate")):
-            get = lambda k: p.loc[case, f"{k}_{side}"]  # noqa: E731
+            get = lambda k, case=case, side=side: p.loc[case, f"{k}_{side}"]
             env_step = get("env_step_ms")
             if env_step is None or _nan(env_step):
                 continue

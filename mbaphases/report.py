@@ -6,16 +6,17 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
+from mbaphases import comparable, tables
 from mbaphases import gate as gate_mod
-from mbaphases import tables
 from mbaphases.load import Side, hardware_differences
 
-SCHEMA = "mbaphases.summary/3"
+SCHEMA = "mbaphases.summary/4"
+NOISE_MARK = "≈0"  # a change whose interval contains 0: not distinguishable from run-to-run noise
 DEFINITIONS = {
     "run_value": "A run's value for a metric is the entry's per-run figure: throughput is "
                  "collector_active_steps_per_sec; a phase is the mean over the run's recorded vector steps.",
@@ -23,8 +24,18 @@ DEFINITIONS = {
     "ratio": "ratio = candidate median / baseline median of throughput (env steps/s).",
     "attribution": "Branch-level decomposition of the change in active ms per vector step: per run, active = "
                    "physics + (step_core - physics) + update_state + reset_done + rest of env_step + replay + "
-                   "bookkeeping; each part's change is the difference of the two sides' medians. It is a "
-                   "decomposition by phase of the whole branch difference, not a measure of 'manager overhead'.",
+                   "bookkeeping; each part's change is the difference of the two sides' medians, with the "
+                   "distribution-free interval of the shift (Hodges-Lehmann of the per-run differences, by batch); "
+                   f"a change whose interval contains 0 is marked {NOISE_MARK} (not distinguishable from run-to-run "
+                   "noise). A part's share is its change over the sum of the parts' changes, with a stratified "
+                   "percentile bootstrap interval over runs (4000 resamples, seeded; a ratio of two noisy changes has "
+                   "no rank interval). It is a decomposition by phase of the whole branch difference, not a measure "
+                   "of 'manager overhead'.",
+    "comparable": "Runs are compared only on one hardware (machine, CPU model, logical cores, RAM class, GPU): a "
+                  "side with runs on several is reported per hardware that the sides share, never pooled. Within a "
+                  "hardware, a batch (one `mbaphases run`; plain asv runs: one day) is a block: the sides are "
+                  "compared inside the batches both ran in and the batches combined as strata; a batch in which "
+                  "only one side ran is left out, and the notes say so.",
     "dispersion": "range % = (max - min) / median; CV = population standard deviation / mean of the per-run "
                   "throughputs. WIDE: range above the dispersion limit within the runs given. DRIFT: the same "
                   "commit measured in several batches (one `mbaphases run` each) whose [min, max] do not overlap "
@@ -34,7 +45,10 @@ DEFINITIONS = {
                 "cover the true ratio with confidence 1 - 2 P(U <= k - 1), U exact below 20 runs a side. At 3 vs 3 "
                 "and 90% k = 1: [min c / max b, max c / min b]. estimate = median of the ratios (Hodges-Lehmann). "
                 "Smallest detectable change = half the interval's relative width; runs needed = runs per side at "
-                "which an interval of this spread, shrinking as 1/sqrt(runs), would clear the threshold.",
+                "which an interval of this spread, shrinking as 1/sqrt(runs), would clear the threshold. With "
+                "several batches: van Elteren's stratified statistic sum_s U_s / (m_s + n_s + 1) inverted the same "
+                "way (exact where the counts allow, else normal), so a shift between batches shared by both sides "
+                "neither widens nor biases it; one batch is the rule above.",
     "gate": gate_mod.__doc__.strip(),
 }
 PHASE_LABELS = {"env_step_ms": "env_step", "physics_ms": "physics", "step_core_ms": "step_core",
@@ -92,13 +106,16 @@ def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptio
           dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv",
           cross_machine: bool = False, confidence: float = gate_mod.DEFAULT_CONFIDENCE,
           notes: list[str] | None = None) -> Report:
+    # only the batches both sides ran in are compared (mbaphases.comparable)
+    b, c, batch_notes = comparable.pair(b, c)
+    notes = list(notes or []) + batch_notes
     cases = tables.case_order(b, c, pinned_cases)
     thr = tables.throughput_table(b, c, cases)
     disp = tables.dispersion_table(b, c, cases, dispersion_limit)
     hw = hardware_differences(b, c)
     gate_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {},
                                   hardware_diff=None if cross_machine else hw, confidence=confidence)
-    return Report(b, c, cases, thr, tables.phase_table(b, c, cases), tables.attribution_table(b, c, cases), disp,
+    return Report(b, c, cases, thr, tables.phase_table(b, c, cases), tables.attribution_table(b, c, cases, confidence), disp,
                   pd.DataFrame(gate_rows), gate_mod.verdict(gate_rows), threshold, min_runs,
                   environment_table(b, c), input_kind, hw if cross_machine else [], confidence, list(notes or []))
 
@@ -112,17 +129,37 @@ def _num(x, fmt="{:,.0f}") -> str:
 
 
 def _md(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(str(r[c]) for c in cols) + " |")
-    return "\n".join(lines)
+    """A GitHub table (pandas through tabulate); cells are the view tables' strings."""
+    if not len(df.columns):
+        return ""
+    return df.astype(str).to_markdown(index=False, disable_numparse=True)
 
 
 def interval_text(r: dict) -> str:
     if r.get("lower") is None or r["lower"] != r["lower"]:
         return "n/a"
-    return f"[{r['lower']:.3f}, {r['upper']:.3f}] (k={int(r['k'])}, {r['coverage']:.1%})"
+    how = f"k={int(r['k'])}" if r.get("k") is not None and r["k"] == r["k"] else f"{int(r.get('strata') or 1)} batches"
+    return f"[{r['lower']:.3f}, {r['upper']:.3f}] ({how}, {r['coverage']:.1%})"
+
+
+NOISE = NOISE_MARK  # marks a change whose interval contains 0: not distinguishable from run-to-run noise
+
+
+def change_text(x, lower, upper, clear, fmt="{:+.2f}") -> str:
+    """'+0.36 [+0.12, +0.60]', or with the noise mark when the interval contains 0."""
+    if x is None or x != x:
+        return "n/a"
+    if lower is None or lower != lower:
+        return _num(x, fmt)
+    return f"{_num(x, fmt)} [{_num(lower, fmt)}, {_num(upper, fmt)}]" + ("" if clear else f" {NOISE}")
+
+
+def share_text(x, lower, upper) -> str:
+    if x is None or x != x:
+        return "n/a"
+    if lower is None or lower != lower:
+        return _num(x, "{:.0%}")
+    return f"{_num(x, '{:.0%}')} [{_num(lower, '{:.0%}')}, {_num(upper, '{:.0%}')}]"
 
 
 def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
@@ -131,7 +168,8 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
     thr = pd.DataFrame({
         "case": t.case,
         rep.baseline.label: [f"{_num(m)} [{_num(lo)}, {_num(hi)}]" for m, lo, hi in zip(t.baseline_median, t.baseline_min, t.baseline_max)],
-        rep.candidate.label: [f"{_num(m)} [{_num(lo)}, {_num(hi)}]" for m, lo, hi in zip(t.candidate_median, t.candidate_min, t.candidate_max)],
+        rep.candidate.label: [f"{_num(m)} [{_num(lo)}, {_num(hi)}]"
+                              for m, lo, hi in zip(t.candidate_median, t.candidate_min, t.candidate_max)],
         "ratio (median)": [_num(r, "{:.3f}") for r in t.ratio],
         "runs": [f"{nb} / {nc}" for nb, nc in zip(t.baseline_runs, t.candidate_runs)],
     })
@@ -143,10 +181,15 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
     a = rep.attribution
     at = pd.DataFrame({"case": a.case})
     if "delta_sum_ms" in a:
-        at["Δ active ms (sum of parts)"] = [_num(x, "{:+.2f}") for x in a.delta_sum_ms]
+        recs = a.to_dict("records")
+        at["Δ active ms (sum of parts) [interval]"] = [
+            change_text(r.get("delta_sum_ms"), r.get("delta_active_lower_ms"), r.get("delta_active_upper_ms"),
+                        r.get("delta_active_clear")) for r in recs]
         at["Δ median active ms"] = [_num(x, "{:+.2f}") for x in a.delta_active_median_ms]
         for k in tables.ATTRIBUTION:
-            at[k] = [f"{_num(x, '{:+.2f}')} ({_num(s, '{:.0%}')})" for x, s in zip(a.get(f"{k}_ms", []), a.get(f"{k}_share", []))]
+            at[k] = [f"{change_text(r.get(f'{k}_ms'), r.get(f'{k}_lower_ms'), r.get(f'{k}_upper_ms'), r.get(f'{k}_clear'))}"
+                     f"; share {share_text(r.get(f'{k}_share'), r.get(f'{k}_share_lower'), r.get(f'{k}_share_upper'))}"
+                     for r in recs]
     d = rep.dispersion
     flags = []
     for w, dr in zip(d.get("wide", [False] * len(d)), d.get("drift", [False] * len(d))):
@@ -195,17 +238,25 @@ def summary(rep: Report) -> dict:
                           for k in PHASE_LABELS},
             "attribution_ms": {k: a.get(f"{k}_ms") for k in tables.ATTRIBUTION} | {
                 "delta_sum": a.get("delta_sum_ms"), "delta_active_median": a.get("delta_active_median_ms")},
+            "attribution": {k: {"delta_ms": a.get("delta_sum_ms" if k == "active" else f"{k}_ms"),
+                                "lower_ms": a.get(f"{'delta_active' if k == 'active' else k}_lower_ms"),
+                                "upper_ms": a.get(f"{'delta_active' if k == 'active' else k}_upper_ms"),
+                                "distinguishable": a.get(f"{'delta_active' if k == 'active' else k}_clear"),
+                                **({} if k == "active" else {"share": a.get(f"{k}_share"),
+                                                             "share_lower": a.get(f"{k}_share_lower"),
+                                                             "share_upper": a.get(f"{k}_share_upper")})}
+                            for k in ("active", *tables.ATTRIBUTION)},
             "dispersion": {s: {k: d.loc[s].get(k) for k in ("n", "range_pct", "cv", "wide", "drift", "batches")}
                            for s in d.index},
             "gate": g.gate,
-            "gate_detail": {k: g[k] for k in ("threshold", "confidence", "lower", "upper", "estimate", "k", "coverage",
-                                              "smallest_detectable_change", "runs_needed", "p_value", "note",
-                                              "decision")},
+            "gate_detail": {k: g.get(k) for k in ("threshold", "confidence", "lower", "upper", "estimate", "k",
+                                                  "coverage", "strata", "method", "smallest_detectable_change",
+                                                  "runs_needed", "p_value", "note", "decision")},
         })
     env = rep.environment
     return {
         "schema": SCHEMA,
-        "generated_at": datetime.now(timezone.utc).isoformat(),
+        "generated_at": datetime.now(UTC).isoformat(),
         "input": rep.input_kind,
         "baseline": {"label": rep.baseline.label, "revision": rep.baseline.revision, "sources": rep.baseline.sources,
                      "notes": rep.baseline.notes},
@@ -269,7 +320,7 @@ def decision_block(rep: Report) -> str:
     if undecided:
         snippet = "\n".join(f'[[exception]]\ncase = "{r["case"]}"\nreason = "..."\nthreshold = '
                             f'{max(0.01, math.floor((r["lower"] or r["threshold"]) * 100) / 100):.2f}\n'
-                            'decided_by = "..."\ndecided_on = ' + datetime.now(timezone.utc).strftime("%Y-%m-%d")
+                            'decided_by = "..."\ndecided_on = ' + datetime.now(UTC).strftime("%Y-%m-%d")
                             for r in undecided)
         lines.append("Exceptions to paste into the exceptions file, if the maintainer decides so:\n\n```toml\n"
                      + snippet + "\n```")
@@ -352,15 +403,22 @@ class Overview:
     verdict: str
 
 
-def build_overview(reps: list[Report], reference: str, combines: dict[str, list[str]], history: list[str]) -> Overview:
+def build_overview(reps: list[Report], reference: str, combines: dict[str, list[str]], history: list[str],
+                   sides: list[Side] | None = None, margin_share: float | None = None,
+                   margin_ms: float | None = None) -> Overview:
+    """``sides``: the candidates as loaded (a report's candidate is restricted to the batches
+    it shares with the baseline; the ledger pairs each with the reference itself)."""
     from mbaphases import ledger as ledger_mod
 
-    by_label = {r.candidate.label: r.candidate for r in reps}
+    by_label = {c.label: c for c in (sides or [r.candidate for r in reps])}
     ref = by_label[reference]
-    others = [r.candidate for r in reps if r.candidate.label != reference]
+    others = [c for c in by_label.values() if c.label != reference]
     cases = reps[0].cases
-    led = ledger_mod.ledger_table(ref, others, cases)
-    add = ledger_mod.additivity_table(ref, by_label, combines, led, cases)
+    confidence = reps[0].confidence
+    led = ledger_mod.ledger_table(ref, others, cases, confidence)
+    add = ledger_mod.additivity_table(ref, by_label, combines, led, cases, confidence,
+                                      ledger_mod.DEFAULT_MARGIN_SHARE if margin_share is None else margin_share,
+                                      margin_ms)
     return Overview(reps, reference, led, add, history, overall_verdict([r.verdict for r in reps]))
 
 
@@ -374,19 +432,31 @@ def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:
             f"{_num(r.throughput.ratio.min(), '{:.3f}')}–{_num(r.throughput.ratio.max(), '{:.3f}')}" for r in ov.reports],
     })
     led = ov.ledger
+    recs = led.to_dict("records")
     lv = pd.DataFrame({"candidate": led.candidate, "case": led.case,
-                       f"ratio to {ov.reference}": [_num(x, "{:.3f}") for x in led.ratio],
-                       "Δ active ms": [_num(x, "{:+.3f}") for x in led.delta_sum_ms]})
-    for p in ("physics", "update_state", "reset_done"):
-        lv[f"Δ {p}"] = [_num(x, "{:+.3f}") for x in led[f"{p}_ms"]]
-    lv["Δ other"] = [_num(x, "{:+.3f}") for x in led.other_ms]
+                       f"ratio to {ov.reference}": [_num(x, "{:.3f}") for x in led.ratio]})
+    for key, title in (("delta_sum", "Δ active ms"), ("physics", "Δ physics"), ("update_state", "Δ update_state"),
+                       ("reset_done", "Δ reset_done"), ("other", "Δ other")):
+        lv[title] = [change_text(r.get(f"{key}_ms"), r.get(f"{key}_lower_ms"), r.get(f"{key}_upper_ms"),
+                                 r.get(f"{key}_clear"), "{:+.3f}") for r in recs]
     a = ov.additivity
+    arecs = a.to_dict("records")
+
+    def verdict_text(r):
+        v = r.get("additivity")
+        if v == "undetermined" and r.get("runs_needed"):
+            return f"undetermined (need about {int(r['runs_needed'])} runs per side)"
+        return v if isinstance(v, str) else "n/a"
+
     av = pd.DataFrame({
         "combined": a.get("combined", []), "case": a.get("case", []),
-        "sum of single gains (Δ ms)": [_num(x, "{:+.3f}") for x in a.get("sum_of_parts_ms", [None] * len(a))],
-        "measured (Δ ms)": [_num(x, "{:+.3f}") for x in a.get("measured_ms", [None] * len(a))],
-        "tolerance (ms)": [_num(x, "{:.3f}") for x in a.get("tolerance_ms", [None] * len(a))],
-        "adds up": ["yes" if x is True else "no" if x is False else "n/a" for x in a.get("adds_up", [None] * len(a))],
+        "sum of single gains (Δ ms)": [_num(r.get("sum_of_parts_ms"), "{:+.3f}") for r in arecs],
+        "measured (Δ ms)": [_num(r.get("measured_ms"), "{:+.3f}") for r in arecs],
+        f"interaction (ms) [{ov.reports[0].confidence:.0%} interval]": [
+            change_text(r.get("interaction_ms"), r.get("interaction_lower_ms"), r.get("interaction_upper_ms"), True,
+                        "{:+.3f}") for r in arecs],
+        "margin (± ms)": [_num(r.get("margin_ms"), "{:.3f}") for r in arecs],
+        "adds up": [verdict_text(r) for r in arecs],
     }) if len(a) else pd.DataFrame()
     return {"verdicts": verdicts, "ledger": lv, "additivity": av}
 
@@ -401,14 +471,18 @@ def overview_markdown(ov: Overview) -> str:
         f"Baseline `{b.revision}` ({b.label}). One report per candidate in its folder.",
         "## Gate per candidate", _md(v["verdicts"]),
         f"## Ledger: each candidate against {ov.reference}",
-        "Change in active ms per vector step (negative: faster), split by phase as in each report's attribution.",
+        "Change in active ms per vector step (negative: faster), split by phase as in each report's attribution, "
+        f"each with its {ov.reports[0].confidence:.0%} distribution-free interval; {NOISE_MARK}: the interval "
+        "contains 0 (not distinguishable from run-to-run noise).",
         _md(v["ledger"]),
     ]
     if len(v["additivity"]):
         parts += ["## Additivity: do the single optimizations add up?",
-                  "The sum of the single optimizations' changes beside the combined commit's measured change, "
-                  "against the same reference; they add up when the difference is within the run-to-run range of "
-                  "active ms of the sides involved.", _md(v["additivity"])]
+                  "The interaction is the combined commit's measured change minus the sum of the single "
+                  "optimizations' changes (all against the same reference), with a stratified percentile bootstrap "
+                  "interval over the runs of every side involved. Adds up: the interval lies inside ± the margin; "
+                  "does not add up: it lies wholly beyond it; undetermined otherwise (the runs per side an interval "
+                  "of this spread would need).", _md(v["additivity"])]
     parts += ["## History (first-parent order)", " → ".join(ov.history)]
     for r in ov.reports:
         parts += [f"## {r.candidate.label}: decision", decision_block(r)]
@@ -419,7 +493,7 @@ def overview_summary(ov: Overview) -> dict:
     b = ov.reports[0].baseline
     return {
         "schema": SCHEMA,
-        "generated_at": datetime.now(timezone.utc).isoformat(),
+        "generated_at": datetime.now(UTC).isoformat(),
         "input": ov.reports[0].input_kind,
         "baseline": {"label": b.label, "revision": b.revision, "sources": b.sources, "notes": b.notes},
         "threshold": ov.reports[0].threshold,
@@ -453,3 +527,38 @@ def print_overview(ov: Overview, stream) -> None:
         if len(v[name]):
             print(f"\n== {name} ==", file=stream)
             print(v[name].to_string(index=False), file=stream)
+
+
+# --- runs on several hardwares: one comparison each, never pooled ------------------------------------
+
+def hardware_verdicts(built) -> pd.DataFrame:
+    return pd.DataFrame([{"hardware": unit.label, "folder": unit.folder,
+                          "verdict": overall_verdict([r.verdict for r in reps]),
+                          "candidates": ", ".join(f"{r.candidate.label} {r.verdict}" for r in reps)}
+                         for unit, reps, _ in built])
+
+
+def write_hardware_index(built, out: Path) -> dict[str, Path]:
+    """The top of a report whose sides ran on several hardwares: one verdict per hardware,
+    each comparison whole in its folder; the overall verdict passes only if every one does."""
+    out = Path(out)
+    table = hardware_verdicts(built)
+    verdict = overall_verdict(list(table.verdict))
+    md = "\n\n".join([
+        f"# Runs on {len(built)} hardwares: one comparison per hardware, never pooled",
+        f"**Verdict: {verdict}** (PASS only if the comparison on every hardware passes). Absolute throughputs "
+        "are not comparable across hardware, so each hardware's runs are compared with the same hardware's runs "
+        "only; each folder holds that comparison's full report.",
+        _md(table),
+        *[f"**Note** ({unit.label}): {n}" for unit, _, _ in built for n in unit.notes],
+    ]) + "\n"
+    files = {"report.md": out / "report.md", "summary.json": out / "summary.json"}
+    out.mkdir(parents=True, exist_ok=True)
+    files["report.md"].write_text(md)
+    doc = {"schema": SCHEMA, "generated_at": datetime.now(UTC).isoformat(), "verdict": verdict,
+           "hardware": [{"hardware": unit.hardware, "label": unit.label, "folder": unit.folder,
+                         "verdict": overall_verdict([r.verdict for r in reps]), "notes": unit.notes,
+                         "summary": f"{unit.folder}/summary.json"} for unit, reps, _ in built],
+           "definitions": DEFINITIONS}
+    files["summary.json"].write_text(json.dumps(_clean(doc), indent=2, allow_nan=False) + "\n")
+    return files

@@ -95,8 +95,29 @@ def load_asv_conf(path: Path) -> dict:
 
 
 def default_machine(profile: str) -> str:
-    # the profile is part of the name: results of other pinned sizes never share a machine
-    return f"{platform.node() or 'host'}-{profile}"
+    """<host>-<hardware fingerprint>-<profile>: a new host never appends to another's results
+    by accident (host names repeat across VMs), and other pinned sizes never share a machine."""
+    from mbaphases import hardware
+
+    return f"{platform.node() or 'host'}-{hardware.fingerprint(hardware.describe())}-{profile}"
+
+
+def check_same_hardware(raw_dir: Path, machine: str) -> None:
+    """Appending to a machine whose stored runs were measured on other hardware is refused:
+    runs of two hardwares under one name would be pooled into one side."""
+    from mbaphases import hardware
+
+    here = hardware.describe()
+    for meta_path in sorted((raw_dir / machine).glob("*/run*.meta.json")):
+        try:
+            stored = json.loads(meta_path.read_text()).get("environment") or {}
+        except (OSError, ValueError):
+            continue
+        if stored and hardware.fingerprint(stored) != hardware.fingerprint(here):
+            raise UsageError(f"--machine {machine}: its runs were measured on other hardware ({hardware.text(stored)}; "
+                             f"this host: {hardware.text(here)}); name another machine, or pass "
+                             "--allow-other-hardware to append anyway (the report then gates each hardware apart)")
+        return
 
 
 def ensure_machine(conf: Path, machine: str) -> None:
@@ -260,7 +281,8 @@ def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo
 
 
 def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
-              only: list[str] | None = None, until_decisive: dict | None = None, out=sys.stdout) -> int:
+              only: list[str] | None = None, until_decisive: dict | None = None, out=sys.stdout,
+              allow_other_hardware: bool = False) -> int:
     """Run every side ``runs`` times with asv, interleaved; returns the exit status
     (0: every run of every case succeeded).
 
@@ -277,19 +299,22 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         raise UsageError(f"--runs {runs} must be >= 1")
     profile = pins["active_profile"]["name"]
     machine = machine or default_machine(profile)
+    # beside results/, not in it: asv walks every folder under results/ and warns on each
+    raw_dir = suite_dir / "raw-runs"
+    if not allow_other_hardware:
+        check_same_hardware(raw_dir, machine)
     sides = resolve_sides(pins, repo_path, only)
     names = {x["sha"]: f"{x['label']} ({x['ref']})" for x in sides}
     for x in sides:
         print(f"{x['role']:<9} {x['sha']}  {x['label']} ({x['ref']})", file=out, flush=True)
-    # beside results/, not in it: asv walks every folder under results/ and warns on each
-    raw_dir = suite_dir / "raw-runs"
     started = time.time()
     batch = f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{os.getpid()}"
     progress_file = suite_dir / ".asv" / f"progress-{batch}.json"
     progress_file.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MBAPHASES_PROFILE": profile, "MBAPHASES_MACHINE": machine,
            "MBAPHASES_PINS": pins["path"], "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch,
-           "MBAPHASES_PROGRESS": str(progress_file)}
+           "MBAPHASES_PROGRESS": str(progress_file),
+           **({"MBAPHASES_ALLOW_OTHER_HARDWARE": "1"} if allow_other_hardware else {})}
     ensure_machine(conf_path, machine)
     print(f"batch {batch}", file=out, flush=True)
     shas = [x["sha"] for x in sides]

@@ -5,7 +5,8 @@ Definitions (also printed in the report):
   collector_active_steps_per_sec; phases: the mean over the run's recorded steps);
 * a side's figure is the median of its runs, with [min, max];
 * ratio = candidate median / baseline median;
-* range % = (max - min) / median; CV = population std / mean of the per-run values.
+* range % = (max - min) / median; CV = population std / mean of the per-run values;
+* every change comes with its interval (mbaphases.interval: the one home of the statistics).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from mbaphases import comparable, interval
 from mbaphases.load import Side
 
 PHASES = ("env_step_ms", "physics_ms", "step_core_ms", "update_state_ms", "reset_done_ms", "replay_ms",
@@ -35,6 +37,13 @@ def case_order(baseline: Side, candidate: Side, pinned: list[str] | None = None)
 def per_run(side: Side, metric: str, case: str) -> np.ndarray:
     v = side.values
     return v.loc[(v.case == case) & (v.metric == metric), "value"].to_numpy(dtype=float)
+
+
+def per_run_map(side: Side, metric: str, case: str) -> dict[str, float]:
+    """run -> value (runs that did not report the metric left out)."""
+    v = side.values
+    x = v[(v.case == case) & (v.metric == metric)]
+    return {r: float(val) for r, val in zip(x.run, x.value) if val == val}
 
 
 def _summary(x: np.ndarray) -> dict:
@@ -92,28 +101,58 @@ def attribution_parts(side: Side, case: str) -> pd.DataFrame | None:
     return parts
 
 
-def _components(side: Side, case: str) -> dict[str, float] | None:
-    """Per-component medians over runs."""
-    parts = attribution_parts(side, case)
-    return None if parts is None else {k: float(x) for k, x in parts.median().items()}
+def part_blocks(b: Side, c: Side, pb: pd.DataFrame, pc: pd.DataFrame, part: str) -> list[tuple]:
+    """Per batch both ran in: the part's per-run values of each side (runs not reporting it left out)."""
+    xb, xc = pb[part].dropna(), pc[part].dropna()
+    return [(xb[rb].to_numpy(), xc[rc].to_numpy()) for rb, rc in comparable.block_runs(b, c, xb.index, xc.index)]
 
 
-def attribution_table(b: Side, c: Side, cases: list[str]) -> pd.DataFrame:
+def _shares(b: Side, c: Side, pb: pd.DataFrame, pc: pd.DataFrame, confidence: float) -> list[tuple]:
+    """Each part's share of the change (sum of the parts' median changes), with a stratified
+    bootstrap interval over runs: (point, lower, upper) per part of ATTRIBUTION."""
+    cols = list(ATTRIBUTION)
+    blocks = comparable.block_runs(b, c, pb.index, pc.index)
+    groups = [[pb.loc[rb, cols].to_numpy() for rb, _ in blocks], [pc.loc[rc, cols].to_numpy() for _, rc in blocks]]
+
+    def share(drawn):
+        delta = np.median(drawn[1], axis=1) - np.median(drawn[0], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):  # no change at all: no share
+            return delta / np.nansum(delta, axis=1, keepdims=True)
+
+    return interval.bootstrap_many(groups, share, confidence)
+
+
+def attribution_table(b: Side, c: Side, cases: list[str], confidence: float = 0.90) -> pd.DataFrame:
+    """Per case and part: the change of medians in ms, its distribution-free interval
+    (Hodges-Lehmann of the per-run differences, stratified by batch), whether that interval
+    excludes 0 (``_clear``), and the part's share of the change with a bootstrap interval."""
     rows = []
     for case in cases:
-        cb, cc = _components(b, case), _components(c, case)
+        pb, pc = attribution_parts(b, case), attribution_parts(c, case)
         row = {"case": case}
-        if cb is None or cc is None:
+        if pb is None or pc is None:
             rows.append(row)
             continue
+        cb = {k: float(x) for k, x in pb.median().items()}
+        cc = {k: float(x) for k, x in pc.median().items()}
         deltas = {k: cc[k] - cb[k] for k in ATTRIBUTION}
         total = sum(d for d in deltas.values() if not math.isnan(d))
         row["active_ms_baseline"], row["active_ms_candidate"] = cb["active"], cc["active"]
         row["delta_active_median_ms"] = cc["active"] - cb["active"]
         row["delta_sum_ms"] = total
-        for k, d in deltas.items():
+        for k, part in (("delta_active", "active"), *((k, k) for k in ATTRIBUTION)):
+            if pb[part].isna().all() or pc[part].isna().all():
+                continue
+            iv = interval.difference_interval(pb[part].dropna(), pc[part].dropna(), confidence,
+                                              part_blocks(b, c, pb, pc, part))
+            row[f"{k}_lower_ms"], row[f"{k}_upper_ms"] = iv.lower, iv.upper
+            row[f"{k}_clear"] = None if iv.lower is None else not iv.contains(0.0)
+        shares = _shares(b, c, pb, pc, confidence)
+        for k, (_point, lo, hi) in zip(ATTRIBUTION, shares):
+            d = deltas[k]
             row[f"{k}_ms"] = None if math.isnan(d) else d
             row[f"{k}_share"] = None if math.isnan(d) or total == 0 else d / total
+            row[f"{k}_share_lower"], row[f"{k}_share_upper"] = (None, None) if math.isnan(d) else (lo, hi)
         rows.append(row)
     return pd.DataFrame(rows)
 

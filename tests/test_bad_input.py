@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import entry_docs as E
 import pytest
 
-import entry_docs as E
 from mbaphases import cli
 
 ROOT = Path(__file__).resolve().parents[1]

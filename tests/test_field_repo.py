@@ -9,10 +9,10 @@ import sys
 
 import pytest
 from asv import results as asv_results
-
-from mbaphases.demo_repo import generate_field
 from test_suite_asv import make_suite, run_mbaphases
 from test_suite_sides import CASES
+
+from mbaphases.demo_repo import generate_field
 
 METRIC = "collector.CollectorActive.entry_time_per_million_steps"
 
@@ -75,7 +75,7 @@ def test_a_definition_change_is_misaligned(field, tmp_path):
     suite = field_suite(tmp_path)
     p = run_field(suite, tmp / "field-repo", shas["field-direct"], shas["field-extra-phase"], "--python", sys.executable)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
-    r = run_mbaphases(suite, "report", "--config", "asv.field.resolved.conf.json", "--pins", "pins.field.toml",
+    run_mbaphases(suite, "report", "--config", "asv.field.resolved.conf.json", "--pins", "pins.field.toml",
                       "--baseline", shas["field-direct"], "--candidate", shas["field-extra-phase"],
                       "--machine", "fieldpy", "--min-runs", "1", "--out", str(tmp_path / "rep"))
     s = json.loads((tmp_path / "rep" / "summary.json").read_text())

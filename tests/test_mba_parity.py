@@ -8,11 +8,11 @@ them off, as the contract states it, the second keeps them on.
 """
 import numpy as np
 import pytest
-
 from conftest import compose
+
 from reflab.bench import SEED_CASES
-from reflab.manager.managers import TermConfigError
 from reflab.envs import make_env
+from reflab.manager.managers import TermConfigError
 
 N = 16
 STEPS = 200

@@ -69,7 +69,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(root, tmp_path, args, n
     out = tmp_path / "r.json"
     p = run_entry(root, *args, "--out-json", str(out))
     assert p.returncode == 2
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in p.stderr
     assert not out.exists()
 

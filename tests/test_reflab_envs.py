@@ -1,8 +1,8 @@
 """The reference target's envs on real physics (MuJoCo via mujoco_uni, MotrixSim)."""
 import numpy as np
 import pytest
-
 from conftest import compose
+
 from reflab.bench import SEED_CASES
 from reflab.envs import make_env
 
@@ -30,7 +30,7 @@ def test_case_steps_with_configured_dims_and_finite_rewards(case):
             assert env.obs_critic.shape == (N, env.critic_dim) and env.critic_dim > env.obs_dim
         else:
             assert env.obs_critic is None and env.critic_dim == 0
-        for obs, rew, term, trunc in step_random(env, 5):
+        for obs, rew, _term, _trunc in step_random(env, 5):
             assert np.isfinite(obs).all() and np.isfinite(rew).all()
             assert obs.dtype == np.float32 and rew.shape == (N,)
         assert env.timings.physics_ns > 0

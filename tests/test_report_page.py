@@ -7,10 +7,10 @@ import subprocess
 import threading
 from pathlib import Path
 
+import entry_docs as E
 import matplotlib.pyplot as plt
 import pytest
 
-import entry_docs as E
 from mbaphases import html as page_mod
 from mbaphases import load, plots, report
 
@@ -101,6 +101,6 @@ def test_page_renders_in_headless_chromium(rep, tmp_path):
     assert 'data-errors="0"' in body.group(0)
     assert 'id="verdict"' in dom.stdout and "Verdict: FAIL" in dom.stdout
     assert dom.stdout.count("<table") >= 6 and "sac/g1_walk_flat/motrix" in dom.stdout
-    console = [l for l in dom.stderr.splitlines() if "CONSOLE" in l and ("rror" in l or "Uncaught" in l)]
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line and ("rror" in line or "Uncaught" in line)]
     assert not console, console
     assert shot.stat().st_size > 20000

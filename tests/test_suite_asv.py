@@ -113,10 +113,10 @@ def test_raw_runs_environment_and_interleaving(ab):
 def test_failing_case_is_reported_with_side_and_run(ab):
     suite, shas, p = ab
     assert p.returncode != 0
-    failed = [l for l in p.stdout.splitlines() if l.startswith("FAILED")]
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAILED")]
     assert len(failed) == 3
-    assert all(BROKEN_CASE in l and "MBA dev (slow-broken)" in l for l in failed)
-    assert {l.split("| run ")[1].split(" ")[0] for l in failed} == {"1", "2", "3"}
+    assert all(BROKEN_CASE in line and "MBA dev (slow-broken)" in line for line in failed)
+    assert {line.split("| run ")[1].split(" ")[0] for line in failed} == {"1", "2", "3"}
 
 
 def test_compare_shows_the_slower_candidate_as_worse(ab):
@@ -127,7 +127,7 @@ def test_compare_shows_the_slower_candidate_as_worse(ab):
                           "main", "slow-broken"], cwd=suite, capture_output=True, text=True).stdout
 
     def ratio(metric):
-        row = next(l for l in out.splitlines() if f"{metric}('{SLOW_CASE}')" in l)
+        row = next(line for line in out.splitlines() if f"{metric}('{SLOW_CASE}')" in line)
         return float(row.split("|")[4].strip().lstrip("~"))
 
     assert ratio("entry_active_time") > 1.5, out

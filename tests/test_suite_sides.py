@@ -6,9 +6,9 @@ import re
 import sys
 
 import pytest
+from test_suite_asv import ROOT, make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
-from test_suite_asv import ROOT, make_suite, run_mbaphases
 
 CASES = ["sac/g1_walk_flat/mujoco", "sac/g1_motion_tracking/motrix"]
 SIDES = [("main", "main direct"), ("mba-dev", "MBA dev"), ("opt/reset", "opt reset"), ("mba-next", "MBA next")]
@@ -63,7 +63,7 @@ def test_report_per_candidate_with_ledger(many, tmp_path):
                       "--machine", "sidebox", "--min-runs", "2")
     assert r.returncode in (0, 1), r.stderr
     s = json.loads((tmp_path / "rep" / "summary.json").read_text())
-    assert s["schema"] == "mbaphases.summary/3"
+    assert s["schema"] == "mbaphases.summary/4"
     assert [c["label"] for c in s["candidates"]] == ["MBA dev", "opt reset", "MBA next"]
     for c in s["candidates"]:
         one = json.loads((tmp_path / "rep" / c["summary"]).read_text())

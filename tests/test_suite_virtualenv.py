@@ -4,9 +4,9 @@ import json
 import sys
 
 from asv import results as asv_results
+from test_suite_asv import make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
-from test_suite_asv import make_suite, run_mbaphases
 
 
 def test_field_profile_builds_a_virtualenv_and_runs_both_sides(tmp_path):

@@ -3,10 +3,10 @@ import json
 import subprocess
 import sys
 
+import entry_docs as E
 import numpy as np
 import pytest
 
-import entry_docs as E
 from mbaphases import gate, load, report, tables
 
 CASE_A, CASE_B = "sac/g1_walk_flat/mujoco", "sac/g1_walk_flat/motrix"
@@ -147,7 +147,9 @@ def test_cli_writes_report_files_and_exit_status(tmp_path):
 @pytest.mark.parametrize("make, needle", [
     (lambda d: d / "missing.json", "missing.json"),
     (lambda d: (d / "bad.json").write_text("{not json") and d / "bad.json", "bad.json is not valid JSON"),
-    (lambda d: (d / "nan.json").write_text(json.dumps(E.doc([E.case_result(CASE_A)])).replace('"collector_active_steps_per_sec": 10000.0', '"collector_active_steps_per_sec": NaN')) and d / "nan.json", "collector_active_steps_per_sec of sac/g1_walk_flat/mujoco is None"),
+    (lambda d: (d / "nan.json").write_text(json.dumps(E.doc([E.case_result(CASE_A)])).replace(
+        '"collector_active_steps_per_sec": 10000.0', '"collector_active_steps_per_sec": NaN')) and d / "nan.json",
+     "collector_active_steps_per_sec of sac/g1_walk_flat/mujoco is None"),
     (lambda d: (d / "other.json").write_text("{}") and d / "other.json", "not an offpolicy_collector_active"),
 ])
 def test_bad_raw_input_is_one_line(tmp_path, make, needle):
@@ -270,21 +272,3 @@ def test_ledger_splits_each_candidates_change_by_phase(tmp_path):
     assert row.ratio == pytest.approx(round(10 / 9, 3))
 
 
-@pytest.mark.parametrize("combined_update_state, adds_up", [(0.5, True), (1.4, False)])
-def test_additivity_of_single_optimizations(tmp_path, combined_update_state, adds_up):
-    from mbaphases import ledger
-
-    jitter = [0.0, 0.01, -0.01]  # a small run-to-run range of active ms
-    def runs_of(**kw):
-        return [{**BASE, **kw, "bookkeeping": BASE["bookkeeping"] + j} for j in jitter]
-    dev = phase_side(tmp_path, "dev", runs_of())
-    a = phase_side(tmp_path, "a", runs_of(physics=5.0, step_core=5.5, env_step=8.0))   # -1 ms
-    b = phase_side(tmp_path, "b", runs_of(update_state=0.5, env_step=8.0))              # -1 ms
-    both = phase_side(tmp_path, "both", runs_of(physics=5.0, step_core=5.5, update_state=combined_update_state,
-                                               env_step=5.5 + combined_update_state + 0.5 + 0.5))
-    led = ledger.ledger_table(dev, [a, b, both], [CASE_A])
-    add = ledger.additivity_table(dev, {"a": a, "b": b, "both": both}, {"both": ["a", "b"]}, led, [CASE_A]).iloc[0]
-    assert add.sum_of_parts_ms == pytest.approx(-2.0)
-    assert add.measured_ms == pytest.approx(-2.0 if adds_up else -1.1)
-    assert add.tolerance_ms == pytest.approx(0.02)
-    assert bool(add.adds_up) is adds_up

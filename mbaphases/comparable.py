@@ -1,0 +1,183 @@
+"""Which runs may be compared with which: one hardware per side, batches as blocks.
+
+* Hardware: absolute throughputs are comparable only on one hardware (machine,
+  CPU model, logical cores, RAM class, GPU). Runs of one side on two hardwares
+  are never pooled into one figure: the report is made per hardware that the
+  baseline and a candidate share with enough runs, each a complete A/B; where
+  none has, it compares what it has and the gate says MISALIGNED, naming them.
+* Batches: within one hardware, a batch (one `mbaphases run`; plain asv runs:
+  one day) is a block. Sides are compared inside the batches where both ran
+  (the gate combines them as strata, mbaphases.interval), so drift between
+  batches neither widens nor biases the comparison; a batch in which only one
+  side ran is left out, and the report says so.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+
+from mbaphases import hardware
+from mbaphases.load import Side
+
+
+def runs_of(side: Side) -> list[str]:
+    """The side's runs (measured or failed), in order."""
+    return list(dict.fromkeys(list(side.values.run) + list(side.failed.run)))
+
+
+def _hw(side: Side, run: str) -> dict:
+    return side.run_hardware.get(run) or side.hardware or {}
+
+
+def group_id(hw: dict) -> str:
+    """Six hex digits naming one hardware (with the machine it was recorded under)."""
+    key = {"machine": hw.get("machine"), **hardware.key(hw)}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:6]
+
+
+def describe(hw: dict) -> str:
+    machine = hw.get("machine")
+    return (f"{machine}: " if machine else "") + hardware.text(hw)
+
+
+def groups(side: Side) -> dict[str, list[str]]:
+    """Hardware group -> the side's runs on it."""
+    out: dict[str, list[str]] = {}
+    for run in runs_of(side):
+        out.setdefault(group_id(_hw(side, run)), []).append(run)
+    return out
+
+
+def restrict(side: Side, runs) -> Side:
+    """The same side with only ``runs``: values, failures, batches, hardware and the notes
+    about runs left out follow."""
+    keep = set(runs)
+    dropped = set(runs_of(side)) - keep
+    notes = [n for n in side.notes if not any(n.startswith(f"{r}: ") for r in dropped)]
+    hw = next((side.run_hardware[r] for r in runs_of(side) if r in keep and r in side.run_hardware), side.hardware)
+    return dataclasses.replace(
+        side, values=side.values[side.values.run.isin(keep)].reset_index(drop=True),
+        failed=side.failed[side.failed.run.isin(keep)].reset_index(drop=True),
+        batches={r: b for r, b in side.batches.items() if r in keep},
+        run_hardware={r: h for r, h in side.run_hardware.items() if r in keep},
+        run_flags={r: f for r, f in side.run_flags.items() if r in keep},
+        run_digests={r: d for r, d in side.run_digests.items() if r in keep},
+        hardware=hw, notes=notes)
+
+
+@dataclass
+class Unit:
+    """One comparison on one hardware: the baseline and the candidates restricted to it."""
+    baseline: Side
+    candidates: list[Side]
+    hardware: dict | None  # None: every run shares one hardware, nothing was split
+    notes: list[str]
+
+    @property
+    def folder(self) -> str:
+        return f"hw-{group_id(self.hardware)}" if self.hardware else ""
+
+    @property
+    def label(self) -> str:
+        return describe(self.hardware) if self.hardware else ""
+
+
+def _runs_text(runs: list[str]) -> str:
+    return ", ".join(runs) if len(runs) <= 4 else f"{', '.join(runs[:3])}, ... ({len(runs)} runs)"
+
+
+def by_hardware(baseline: Side, candidates: list[Side], min_runs: int) -> list[Unit]:
+    """The comparisons to report: one per hardware on which the baseline and at least one
+    candidate have ``min_runs`` runs; none pooled across hardware."""
+    sides = [baseline, *candidates]
+    per_side = [groups(s) for s in sides]
+    found = list(dict.fromkeys(g for gs in per_side for g in gs))
+    if len(found) <= 1:
+        return [Unit(baseline, candidates, None, [])]
+    hw_of = {}
+    for s in sides:
+        for run in runs_of(s):
+            hw_of.setdefault(group_id(_hw(s, run)), _hw(s, run))
+    usable = [g for g in found if len(per_side[0].get(g, [])) >= min_runs
+              and any(len(gs.get(g, [])) >= min_runs for gs in per_side[1:])]
+    listing = "; ".join(f"{describe(hw_of[g])} ({', '.join(f'{s.label} {len(gs.get(g, []))}' for s, gs in zip(sides, per_side))} runs)"
+                        for g in found)
+    if not usable:
+        # nothing complete on one hardware: each side's largest group, and the gate says MISALIGNED
+        def largest(gs):
+            return max(gs, key=lambda g: len(gs[g]))
+        chosen = [largest(gs) for gs in per_side]
+        notes = [f"no hardware has >= {min_runs} runs of the baseline and of a candidate; the runs by hardware: "
+                 f"{listing}. Each side below uses its largest group; runs are never pooled across hardware."]
+        notes += _left_out(sides, per_side, chosen, hw_of)
+        restricted = [restrict(s, gs[g]) for s, gs, g in zip(sides, per_side, chosen)]
+        return [Unit(restricted[0], restricted[1:], hw_of[chosen[0]], notes)]
+    units = []
+    for g in usable:
+        notes = [f"runs on {len(found)} hardwares ({listing}); this comparison uses only {describe(hw_of[g])}"
+                 + (f", one of {len(usable)} reported apart" if len(usable) > 1 else "")]
+        notes += _left_out(sides, per_side, [g] * len(sides), hw_of)
+        restricted = [restrict(s, gs.get(g, [])) for s, gs in zip(sides, per_side)]
+        units.append(Unit(restricted[0], restricted[1:], hw_of[g], notes))
+    return units
+
+
+def _left_out(sides, per_side, chosen, hw_of) -> list[str]:
+    notes = []
+    for s, gs, keep in zip(sides, per_side, chosen):
+        for g, runs in gs.items():
+            if g != keep:
+                notes.append(f"left out: {s.label} {_runs_text(runs)}, measured on {describe(hw_of[g])}")
+    return notes
+
+
+UNBATCHED = "(no batch recorded)"
+
+
+def batch_of(side: Side, run: str) -> str | None:
+    return side.batches.get(run)
+
+
+def pair(b: Side, c: Side) -> tuple[Side, Side, list[str]]:
+    """Both sides restricted to the batches in which both ran, with notes on what was left
+    out. Runs without a recorded batch (raw runs taken by hand) are one block."""
+    rb, rc = runs_of(b), runs_of(c)
+    if any(b.batches.get(r) is None for r in rb) or any(c.batches.get(r) is None for r in rc):
+        return b, c, []
+    common = set(b.batches.values()) & set(c.batches.values())
+    notes = []
+    for side, runs in ((b, rb), (c, rc)):
+        alone = sorted({side.batches[r] for r in runs} - common)
+        for batch in alone:
+            left = [r for r in runs if side.batches[r] == batch]
+            notes.append(f"batch {batch}: only {side.label} ran in it ({_runs_text(left)}); left out of the "
+                         f"comparison with {(c if side is b else b).label}")
+    if not common:
+        notes.append(f"no batch in which both {b.label} and {c.label} ran: sides measured in different batches are "
+                     "not compared (drift between batches would read as a difference); run them in one batch")
+    if not notes:
+        return b, c, []
+    return (restrict(b, [r for r in rb if b.batches[r] in common]),
+            restrict(c, [r for r in rc if c.batches[r] in common]), notes)
+
+
+def block_runs(b: Side, c: Side, runs_b, runs_c) -> list[tuple[list[str], list[str]]]:
+    """Per batch both ran in: (baseline runs, candidate runs) among those given. One block
+    when the batches are not recorded."""
+    runs_b, runs_c = list(runs_b), list(runs_c)
+    if any(b.batches.get(r) is None for r in runs_b) or any(c.batches.get(r) is None for r in runs_c):
+        return [(runs_b, runs_c)]
+    out = []
+    for batch in sorted(set(b.batches.values()) & set(c.batches.values())):
+        xb = [r for r in runs_b if b.batches[r] == batch]
+        xc = [r for r in runs_c if c.batches[r] == batch]
+        if xb and xc:
+            out.append((xb, xc))
+    return out
+
+
+def blocks(b: Side, c: Side, values_b: dict[str, float], values_c: dict[str, float]) -> list[tuple[list, list]]:
+    """Per batch both ran in: (baseline values, candidate values), from run -> value maps."""
+    return [([values_b[r] for r in rb], [values_c[r] for r in rc]) for rb, rc in block_runs(b, c, values_b, values_c)]

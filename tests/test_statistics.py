@@ -1,0 +1,294 @@
+"""The intervals of mbaphases.interval against independent computations (brute force over
+label permutations and pairs, scipy), on hand-made data with known effects."""
+import itertools
+import json
+import math
+from fractions import Fraction
+
+import entry_docs as E
+import numpy as np
+import pytest
+from scipy import stats
+
+from mbaphases import cli, interval, ledger, load, tables
+
+CASE = "sac/g1_walk_flat/mujoco"
+
+
+# --- independent computations -----------------------------------------------------------------
+
+def brute_null(sizes):
+    """P(T = t) of T = sum_s U_s / (m_s + n_s + 1) by enumerating every labelling within each
+    stratum (no recursion, no convolution): {t rounded: probability}."""
+    per = []
+    for m, n in sizes:
+        counts = {}
+        for cand in itertools.combinations(range(m + n), n):
+            u = sum(1 for j in cand for i in range(m + n) if i not in cand and j > i)
+            counts[u] = counts.get(u, 0) + 1
+        total = sum(counts.values())
+        per.append({Fraction(u, m + n + 1): Fraction(c, total) for u, c in counts.items()})
+    dist = {Fraction(0): Fraction(1)}
+    for p in per:
+        nxt = {}
+        for a, pa in dist.items():
+            for b, pb in p.items():
+                nxt[a + b] = nxt.get(a + b, 0) + pa * pb
+        dist = nxt
+    return {float(k): float(v) for k, v in dist.items()}
+
+
+def brute_interval(blocks, confidence, log=True):
+    """Invert the stratified rank test on a grid of shifts: every shift between two pairwise
+    differences is tried; the interval spans the accepted ones."""
+    tr = np.log if log else (lambda x: np.asarray(x, dtype=float))
+    sizes = [(len(b), len(c)) for b, c in blocks]
+    dist = brute_null(sizes)
+    values = sorted(dist)
+    t_lo = None
+    for t in values:
+        if t > 0 and 1 - 2 * sum(p for v, p in dist.items() if v < t - 1e-12) >= confidence - 1e-12:
+            t_lo = t
+    total = sum(m * n / (m + n + 1) for m, n in sizes)
+    diffs = np.unique(np.concatenate([(tr(c)[None, :] - tr(b)[:, None]).ravel() for b, c in blocks]))
+    grid = (diffs[:-1] + diffs[1:]) / 2
+
+    def t_of(delta):
+        return sum(((tr(c)[None, :] - delta) > tr(b)[:, None]).sum() / (len(b) + len(c) + 1) for b, c in blocks)
+
+    accepted = [g for g in grid if t_lo - 1e-9 <= t_of(g) <= total - t_lo + 1e-9]
+    lower = diffs[diffs < min(accepted)].max()
+    upper = diffs[diffs > max(accepted)].min()
+    back = np.exp if log else (lambda x: x)
+    return float(back(lower)), float(back(upper)), 1 - 2 * sum(p for v, p in dist.items() if v < t_lo - 1e-12)
+
+
+# --- the rank intervals ---------------------------------------------------------------------------
+
+def test_one_batch_is_the_rule_of_three_runs_a_side():
+    b, c = [1000.0, 1010.0, 990.0], [950.0, 960.0, 955.0]
+    iv = interval.ratio_interval(b, c, 0.90)
+    assert iv.k == 1 and iv.coverage == pytest.approx(0.90)
+    assert iv.lower == pytest.approx(950 / 1010) and iv.upper == pytest.approx(960 / 990)
+    # the same through the stratified entry with a single block
+    same = interval.ratio_interval(b, c, 0.90, [(b, c)])
+    assert (same.lower, same.upper, same.k) == (iv.lower, iv.upper, iv.k)
+
+
+@pytest.mark.parametrize("m, n", [(3, 3), (4, 5), (6, 6)])
+def test_one_stratum_interval_matches_the_mann_whitney_inversion_of_scipy(m, n):
+    rng = np.random.default_rng(m * 10 + n)
+    b, c = rng.normal(10, 1, m), rng.normal(9, 1, n)
+    iv = interval.difference_interval(b, c, 0.90)
+    # scipy's exact two-sided Mann-Whitney test of c - delta vs b accepts exactly the shifts inside
+    alpha = 1 - iv.coverage
+    for delta in np.sort((c[None, :] - b[:, None]).ravel()):
+        for eps, inside in ((-1e-7, iv.lower < delta - 1e-7 <= iv.upper), (1e-7, iv.lower <= delta + 1e-7 < iv.upper)):
+            p = stats.mannwhitneyu(c - (delta + eps), b, alternative="two-sided", method="exact").pvalue
+            assert (p > alpha + 1e-9) == inside, (delta + eps, p, iv)
+
+
+def test_two_batches_with_a_shared_shift_match_a_hand_computation():
+    # the second batch runs 25% faster on both sides; the candidate is 5% slower in both
+    a_b, a_c = [1000.0, 1020.0, 990.0, 1010.0], [950.0, 965.0, 940.0, 962.0]
+    b_b, b_c = [x * 1.25 for x in a_b], [x * 1.25 * 1.004 for x in a_c]
+    blocks = [(a_b, a_c), (b_b, b_c)]
+    iv = interval.ratio_interval(a_b + b_b, a_c + b_c, 0.90, blocks)
+    lower, upper, coverage = brute_interval(blocks, 0.90)
+    assert iv.lower == pytest.approx(lower) and iv.upper == pytest.approx(upper)
+    assert iv.coverage == pytest.approx(coverage) and iv.coverage >= 0.90 and iv.strata == 2
+    own = [interval.ratio_interval(x, y, 0.90) for x, y in blocks]
+    width = math.log(iv.upper / iv.lower)
+    assert width <= max(math.log(o.upper / o.lower) for o in own) + 1e-12
+    assert own[0].lower <= iv.estimate <= own[1].upper
+    # pooled over the batches, the shift between them swamps the difference
+    pooled = interval.ratio_interval(a_b + b_b, a_c + b_c, 0.90)
+    assert math.log(pooled.upper / pooled.lower) > 3 * width
+
+
+def test_three_unequal_batches_against_brute_force_and_the_p_value():
+    rng = np.random.default_rng(7)
+    blocks = [(rng.normal(100, 3, m) * s, rng.normal(92, 3, n) * s) for (m, n), s in
+              (((3, 3), 1.0), ((2, 4), 1.3), ((4, 2), 0.8))]
+    iv = interval.difference_interval(np.concatenate([b for b, _ in blocks]),
+                                      np.concatenate([c for _, c in blocks]), 0.80, blocks)
+    lower, upper, coverage = brute_interval(blocks, 0.80, log=False)
+    assert (iv.lower, iv.upper) == (pytest.approx(lower), pytest.approx(upper))
+    assert iv.coverage == pytest.approx(coverage)
+    dist = brute_null([(len(b), len(c)) for b, c in blocks])
+    t = sum(((c[None, :] > 1.0 * b[:, None]).sum()) / (len(b) + len(c) + 1) for b, c in blocks)
+    expected = sum(p for v, p in dist.items() if v <= t + 1e-9)
+    assert interval.stratified_p_less(blocks, 1.0) == pytest.approx(expected)
+
+
+def test_many_runs_use_the_normal_approximation_near_its_exact_value():
+    rng = np.random.default_rng(3)
+    blocks = [(rng.normal(10, 1, 22), rng.normal(9, 1, 22)), (rng.normal(12, 1, 21), rng.normal(11, 1, 21))]
+    iv = interval.difference_interval(None, None, 0.90, blocks)
+    assert iv.method == "normal" and iv.lower < -1.0 + 0.6 and iv.upper > -1.0 - 0.6
+    assert iv.lower < iv.estimate < iv.upper
+
+
+# --- the gate with batches ------------------------------------------------------------------------
+
+def batch_runs(tmp_path, name, by_batch, host=None):
+    paths = []
+    for batch, values in by_batch.items():
+        for k, thr in enumerate(values):
+            doc = E.doc([E.case_result(CASE, env_step=E.active_for_throughput(thr) - 1.0)])
+            if host:
+                doc["provenance"] = {"host": host}
+            p = E.write(tmp_path / f"{name}_{batch}_{k}.json", doc)
+            (tmp_path / f"{name}_{batch}_{k}.meta.json").write_text(json.dumps({"batch": batch}))
+            paths.append(p)
+    return paths
+
+
+def test_gate_stratifies_by_batch_and_leaves_out_a_batch_with_one_side(tmp_path):
+    base = {"A": [1000, 1010, 995], "B": [1300, 1312, 1290], "C": [700, 710, 705]}
+    cand = {"A": [960, 968, 955], "B": [1248, 1260, 1240]}
+    b = load.load_raw_side("b", batch_runs(tmp_path, "b", base))
+    c = load.load_raw_side("c", batch_runs(tmp_path, "c", cand))
+    from mbaphases import report
+
+    rep = report.build(b, c, threshold=0.90, min_runs=3)
+    g = rep.gate.iloc[0]
+    assert g.gate == "PASS" and g.strata == 2 and "stratified over 2 batches" in g.note
+    assert any("batch C: only b ran in it" in n for n in rep.notes)
+    assert rep.throughput.iloc[0].baseline_runs == 6
+    blocks = [(base[k], cand[k]) for k in ("A", "B")]
+    lower, upper, _ = brute_interval(blocks, 0.90)
+    assert g.lower == pytest.approx(lower) and g.upper == pytest.approx(upper)
+
+
+# --- hardware ------------------------------------------------------------------------------------
+
+def test_runs_on_two_cpus_are_never_pooled(tmp_path, monkeypatch, capsys):
+    """Pooled, each side's median would pass; on each CPU alone the candidate fails."""
+    monkeypatch.chdir(tmp_path)
+    intel = {"cpu": "Intel Xeon", "logical_cpus": "2", "gpu": "none", "node": "vm"}
+    amd = {"cpu": "AMD EPYC", "logical_cpus": "2", "gpu": "none", "node": "vm"}
+    b = (batch_runs(tmp_path, "bi", {"x": [1000, 1010, 990]}, intel)
+         + batch_runs(tmp_path, "ba", {"x": [700, 705, 695, 702]}, amd))
+    c = (batch_runs(tmp_path, "ci", {"x": [850, 860, 855, 852]}, intel)
+         + batch_runs(tmp_path, "ca", {"x": [600, 605, 598]}, amd))
+    # pooled, the ratio of the medians (850 / 702) would clear the gate by far
+    assert np.median([850, 860, 855, 852, 600, 605, 598]) / np.median([1000, 1010, 990, 700, 705, 695, 702]) > 1.2
+    code = cli.main(["report", "--out", "out", "--baseline-raw", *b, "--candidate-raw", *c])
+    out = capsys.readouterr().out
+    assert code == 1
+    top = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert top["verdict"] == "FAIL" and len(top["hardware"]) == 2
+    assert {h["verdict"] for h in top["hardware"]} == {"FAIL"}
+    for h in top["hardware"]:
+        s = json.loads((tmp_path / "out" / h["summary"]).read_text())
+        assert s["cases"][0]["gate"] == "FAIL"
+        runs = s["cases"][0]["throughput"]
+        assert runs["baseline"]["runs"] + runs["candidate"]["runs"] == 7
+        assert any("left out" in n for n in s["notes"])
+    assert "VERDICT PER HARDWARE (never pooled)" in out
+
+
+def test_no_hardware_with_enough_runs_is_misaligned_naming_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    intel = {"cpu": "Intel Xeon", "logical_cpus": "2", "gpu": "none", "node": "vm"}
+    amd = {"cpu": "AMD EPYC", "logical_cpus": "2", "gpu": "none", "node": "vm"}
+    b = batch_runs(tmp_path, "bi", {"x": [1000, 1010, 990]}, intel) + batch_runs(tmp_path, "ba", {"x": [700]}, amd)
+    c = batch_runs(tmp_path, "ca", {"x": [950, 960, 955]}, amd) + batch_runs(tmp_path, "ci", {"x": [990]}, intel)
+    assert cli.main(["report", "--out", "out", "--baseline-raw", *b, "--candidate-raw", *c, "--quiet"]) == 1
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["verdict"] == "INCOMPLETE" and s["cases"][0]["gate"] == "MISALIGNED"
+    assert "Intel Xeon" in s["cases"][0]["gate_detail"]["note"] and "AMD EPYC" in s["cases"][0]["gate_detail"]["note"]
+    assert any("no hardware has >= 3 runs" in n for n in s["notes"])
+
+
+# --- ledger, shares, additivity -----------------------------------------------------------------
+
+BASE = dict(env_step=9.0, physics=6.0, step_core=6.5, update_state=1.5, reset_done=0.5, replay=0.6, bookkeeping=0.4)
+
+
+def phase_side(tmp_path, name, per_run):
+    paths = [E.write(tmp_path / f"{name}_run{k}.json", E.doc([E.case_result(CASE, **p)])) for k, p in enumerate(per_run)]
+    return load.load_raw_side(name, paths)
+
+
+def noisy(rng, n, sd, **kw):
+    """n runs of BASE with kw applied and independent noise on physics (env_step and
+    step_core move with it, so the parts add up)."""
+    out = []
+    for _ in range(n):
+        p = {**BASE, **kw}
+        e = float(rng.normal(0, sd))
+        out.append({**p, "physics": p["physics"] + e, "step_core": p["step_core"] + e, "env_step": p["env_step"] + e})
+    return out
+
+
+def test_ledger_changes_have_intervals_and_noise_is_marked(tmp_path):
+    rng = np.random.default_rng(1)
+    dev = phase_side(tmp_path, "dev", noisy(rng, 6, 0.05))
+    # update_state 1 ms faster; physics only noise
+    opt = phase_side(tmp_path, "opt", noisy(rng, 6, 0.05, update_state=0.5, env_step=8.0))
+    row = ledger.ledger_table(dev, [opt], [CASE], 0.90).iloc[0]
+    pd_ = tables.attribution_parts(dev, CASE)
+    po = tables.attribution_parts(opt, CASE)
+    iv = interval.difference_interval(pd_["physics"], po["physics"], 0.90)
+    assert (row.physics_lower_ms, row.physics_upper_ms) == (pytest.approx(iv.lower), pytest.approx(iv.upper))
+    # brute force over pairs: the k-th smallest and largest of the 36 differences
+    diffs = np.sort((po["physics"].to_numpy()[None, :] - pd_["physics"].to_numpy()[:, None]).ravel())
+    assert row.physics_lower_ms == pytest.approx(diffs[iv.k - 1]) and row.physics_upper_ms == pytest.approx(diffs[-iv.k])
+    assert row.update_state_clear and row.update_state_upper_ms < 0
+    assert not row.physics_clear and row.physics_lower_ms < 0 < row.physics_upper_ms
+    a = tables.attribution_table(dev, opt, [CASE], 0.90).iloc[0]
+    assert a.update_state_share_lower <= a.update_state_share <= a.update_state_share_upper
+    assert 0.5 < a.update_state_share_lower and a.update_state_share_upper < 1.5
+
+
+@pytest.mark.parametrize("combined_update_state, noise, expected", [
+    (0.5, 0.01, "adds up"),          # -1 and -1 give -2: interaction 0, tight
+    (1.4, 0.01, "does not add up"),  # the combination keeps most of update_state's cost
+    (0.5, 0.6, "undetermined"),      # adds up on average, but the noise is as large as the effects
+])
+def test_additivity_has_three_answers(tmp_path, combined_update_state, noise, expected):
+    rng = np.random.default_rng(5)
+    n = 5
+    dev = phase_side(tmp_path, "dev", noisy(rng, n, noise))
+    a = phase_side(tmp_path, "a", noisy(rng, n, noise, physics=5.0, step_core=5.5, env_step=8.0))
+    b = phase_side(tmp_path, "b", noisy(rng, n, noise, update_state=0.5, env_step=8.0))
+    both = phase_side(tmp_path, "both", noisy(rng, n, noise, physics=5.0, step_core=5.5,
+                                              update_state=combined_update_state,
+                                              env_step=5.5 + combined_update_state + 0.5 + 0.5))
+    led = ledger.ledger_table(dev, [a, b, both], [CASE], 0.90)
+    add = ledger.additivity_table(dev, {"a": a, "b": b, "both": both}, {"both": ["a", "b"]}, led, [CASE], 0.90).iloc[0]
+    assert add.additivity == expected, add.to_dict()
+    assert add.interaction_lower_ms <= add.interaction_ms <= add.interaction_upper_ms
+    assert add.margin_ms == pytest.approx(0.1 * abs(add.measured_ms))
+    # the point is the ledger's: measured change minus the sum of the single changes
+    assert add.interaction_ms == pytest.approx(add.measured_ms - add.sum_of_parts_ms)
+    if expected == "undetermined":
+        assert add.runs_needed > n
+    # an independent bootstrap of the same statistic (scipy's, over each side's runs)
+    sides = [dev, both, a, b]
+    parts = [tables.attribution_parts(s, CASE)[list(ledger.PHASES)].to_numpy() for s in sides]
+
+    def stat(*idx, axis=-1):
+        sums = [np.nansum(np.median(p[i.astype(int)], axis=-2), axis=-1) for p, i in zip(parts, idx)]
+        return sums[1] - sums[2] - sums[3] + sums[0]
+
+    res = stats.bootstrap([np.arange(len(p)) for p in parts], stat, n_resamples=4000, confidence_level=0.90,
+                          method="percentile", vectorized=True, random_state=11)
+    lo, hi = res.confidence_interval
+    spread = max(hi - lo, 1e-6)
+    assert abs(lo - add.interaction_lower_ms) < 0.35 * spread + 0.002
+    assert abs(hi - add.interaction_upper_ms) < 0.35 * spread + 0.002
+
+
+def test_a_side_never_gates_from_a_tolerance_wider_than_its_effect(tmp_path):
+    """The old check said "adds up" whenever the difference was within the run-to-run range;
+    with runs this noisy against a 0.2 ms effect, the test must say it cannot tell."""
+    rng = np.random.default_rng(9)
+    dev = phase_side(tmp_path, "dev", noisy(rng, 3, 1.0))
+    a = phase_side(tmp_path, "a", noisy(rng, 3, 1.0, update_state=1.4, env_step=8.9))
+    both = phase_side(tmp_path, "both", noisy(rng, 3, 1.0, update_state=1.4, env_step=8.9))
+    led = ledger.ledger_table(dev, [a, both], [CASE], 0.90)
+    add = ledger.additivity_table(dev, {"a": a, "both": both}, {"both": ["a"]}, led, [CASE], 0.90).iloc[0]
+    assert add.additivity == "undetermined"
