@@ -341,6 +341,8 @@ def run_entry(pins: dict) -> dict:
            "--measure-steps", str(prof["measure_steps"]),
            "--replay-capacity-steps", str(prof["replay_capacity_steps"]),
            "--out-json", f"{stem}.json", "--out-csv", f"{stem}.csv", "--continue-on-error"]
+    for override in prof.get("overrides", []):
+        cmd += ["--override", override]
     env = {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": str(prof["torch_threads"])}
     meta["command"] = cmd
     with hold_formal_run_lock(f"entry run {stem}") as lock:

@@ -23,7 +23,7 @@ th{background:#f4f4f4} td:first-child,th:first-child{text-align:left}
 td.g-PASS{background:#dff3df}td.g-FAIL{background:#f8d7d7}td.g-INCONCLUSIVE{background:#fff0d6}
 td.g-MISSING,td.g-MISALIGNED{background:#e8e8e8}td.g-EXCEPTED{background:#d7f2f5}
 img{max-width:100%;border:1px solid #eee;margin:.4rem 0} .diff{color:#d62728;font-weight:bold}
-.defs li{margin:.3rem 0} code{background:#f4f4f4;padding:0 .2rem}
+.defs li{margin:.3rem 0} code{background:#f4f4f4;padding:0 .2rem} td.noise{color:#999;background:#f7f7f7}
 """
 # Sets data-images and data-errors on <body>, so a headless browser can tell
 # from the DOM that every picture loaded and no script error happened.
@@ -60,6 +60,8 @@ def _img(path: Path, alt: str) -> str:
 
 def _table(df, gate_col: str | None = None) -> str:
     out = df.to_html(index=False, escape=True, border=0, na_rep="n/a")
+    # a change not distinguishable from run-to-run noise is greyed
+    out = re.sub(r"<td>([^<]*" + re.escape(report.NOISE_MARK) + r"[^<]*)</td>", r'<td class="noise">\1</td>', out)
     if gate_col:
         for status in gate_mod.STATUSES:
             out = out.replace(f"<td>{status}</td>", f'<td class="g-{status}">{status}</td>')

@@ -39,7 +39,9 @@ PINS_SCHEMA = {
         "reference": {"type": "string", "minLength": 1},
         "profiles": {"type": "object", "minProperties": 1, "additionalProperties": {
             "type": "object", "required": list(PROFILE_KEYS), "additionalProperties": False,
-            "properties": {k: _POSITIVE_INT for k in PROFILE_KEYS}}},
+            "properties": {**{k: _POSITIVE_INT for k in PROFILE_KEYS},
+                           # extra overrides of the target's entry (e.g. the reference target's sim.nthread)
+                           "overrides": {"type": "array", "items": {"type": "string", "pattern": "^[^=]+=.+$"}}}}},
         "field": {"type": "object", "additionalProperties": False, "properties": {
             "extras": {"type": "array", "items": {"type": "string", "minLength": 1}},
             "python": {"type": "string", "pattern": "^3\\.[0-9]+$"},

@@ -122,6 +122,33 @@ def _step_mean(stats, path: str, where: str) -> float:
     return sum(values) / len(values)
 
 
+ACTIVE_STEP_PHASES = ("env_step_ms", "replay_ms", "bookkeeping_ms")
+
+
+def step_trend(result: dict) -> float | None:
+    """Steady state of one case's measured window: the median per-step active time (env_step +
+    replay + bookkeeping) of its first third over that of its last third. Near 1 when warmup
+    reached a steady state; above 1 when the first measured steps were still slower. None
+    without per-step samples (the field's entry may keep only means)."""
+    try:
+        series = [result["phase_ms_per_vector_step"][k]["samples_ms"] for k in ACTIVE_STEP_PHASES]
+    except (KeyError, TypeError):
+        return None
+    if any(not isinstance(x, list) for x in series) or len({len(x) for x in series}) != 1 or len(series[0]) < 6:
+        return None
+    try:
+        steps = [sum(float(v) for v in vals) for vals in zip(*series)]
+    except (TypeError, ValueError):
+        return None
+    third = len(steps) // 3
+    first, last = sorted(steps[:third]), sorted(steps[-third:])
+    med_last = last[len(last) // 2] if third % 2 else (last[third // 2 - 1] + last[third // 2]) / 2
+    med_first = first[len(first) // 2] if third % 2 else (first[third // 2 - 1] + first[third // 2]) / 2
+    if not (med_last > 0 and math.isfinite(med_first)):
+        return None
+    return med_first / med_last
+
+
 def _entry_json(text: str, path) -> tuple[dict, bool]:
     """A raw entry JSON and whether it had bare NaN: the field's entry writes them in some
     non-gated fields, read here as null."""
@@ -184,6 +211,8 @@ def entry_run_values(doc: dict, path: str) -> tuple[dict, dict, dict]:
             for key in ("step_core_ms", "update_state_ms", "reset_done_ms"):
                 v[key] = _step_mean(es.get(key), path, f"{case} {key}")
             v["resets_per_step"] = _step_mean(es.get("reset_done_count"), path, f"{case} reset_done_count")
+            trend = step_trend(r)
+            v["step_trend"] = math.nan if trend is None else trend
         except (KeyError, TypeError, AttributeError) as e:
             raise UsageError(f"{path}: not the collector entry schema ({type(e).__name__}: {e})") from None
         if case in values:
@@ -416,9 +445,9 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
                 side.notes.append(f"{raw_json}: bare NaN in the entry's JSON read as null (the field writes them)")
             values, _, a = entry_run_values(raw_doc, str(raw_json))
             _merge_alignment(align, a, str(raw_json))
-            if from_raw:
-                raw_rows += [{"run": run, "case": c, "metric": m, "value": x}
-                             for c, v in values.items() for m, x in v.items()]
+            # asv stores no steady-state check: it comes from the raw run either way
+            raw_rows += [{"run": run, "case": c, "metric": m, "value": x}
+                         for c, v in values.items() for m, x in v.items() if from_raw or m == "step_trend"]
         side.sources.append(str(meta_path))
     if from_raw:
         # asv kept no samples (a run without --record-samples): the raw runs hold each run's values
@@ -433,6 +462,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     if not from_raw and len(run_names) == side.values.run.nunique():
         side.values["run"] = side.values.run.map({f"r{k + 1}": name for k, name in enumerate(run_names)})
         from_raw = True
+        side.values = pd.concat([side.values, pd.DataFrame(raw_rows, columns=side.values.columns)], ignore_index=True)
     if from_raw:
         side.batches = {run: b for run, b in zip(run_names, run_batches) if b}
         side.run_hardware = hardware

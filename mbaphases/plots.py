@@ -175,10 +175,24 @@ def ledger_figure(ov):
         pos_bottom, neg_bottom = np.zeros(len(cands)), np.zeros(len(cands))
         for name, color in parts:
             vals = np.array([-_f(sub.loc[c, f"{name}_ms"]) for c in cands])
+            clear = np.array([sub.loc[c].get(f"{name}_clear") is not False for c in cands])
             bottom = np.where(vals >= 0, pos_bottom, neg_bottom)
-            ax.bar(range(len(cands)), vals, bottom=bottom, color=color, label=name)
+            # a part whose interval contains 0 is hatched and faint: not distinguishable from noise
+            for idx in range(len(cands)):
+                ax.bar(idx, vals[idx], bottom=bottom[idx], color=color, alpha=1.0 if clear[idx] else 0.35,
+                       hatch=None if clear[idx] else "///", edgecolor="white" if clear[idx] else color,
+                       label=name if idx == 0 else None)
             pos_bottom += np.where(vals >= 0, vals, 0)
             neg_bottom += np.where(vals < 0, vals, 0)
+        # the whole change with its interval
+        total = np.array([-_f(sub.loc[c, "delta_sum_ms"]) for c in cands])
+        lo = np.array([-_f(sub.loc[c].get("delta_sum_upper_ms")) for c in cands])
+        hi = np.array([-_f(sub.loc[c].get("delta_sum_lower_ms")) for c in cands])
+        ok = ~(np.isnan(lo) | np.isnan(hi) | np.isnan(total))
+        if ok.any():
+            ax.errorbar(np.arange(len(cands))[ok], total[ok], yerr=[np.maximum(total[ok] - lo[ok], 0),
+                                                                   np.maximum(hi[ok] - total[ok], 0)],
+                        fmt="_", color="black", ms=10, capsize=3, lw=1, label="Δ active, interval")
         ax.axhline(0, color="black", lw=0.8)
         ax.set_xticks(range(len(cands)), cands, rotation=30, ha="right", fontsize=7)
         ax.set_title(_short(case), fontsize=9)
@@ -188,7 +202,8 @@ def ledger_figure(ov):
         ax.axis("off")
     axes.flat[0].set_ylabel(f"gain vs {ov.reference} (ms/step)")
     axes.flat[0].legend(fontsize=7)
-    fig.suptitle(f"What each candidate bought against {ov.reference}, by phase (up: faster)", fontsize=11)
+    fig.suptitle(f"What each candidate bought against {ov.reference}, by phase (up: faster; hatched: "
+                 "interval contains 0)", fontsize=11)
     fig.tight_layout()
     return fig
 

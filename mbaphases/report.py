@@ -39,7 +39,10 @@ DEFINITIONS = {
     "dispersion": "range % = (max - min) / median; CV = population standard deviation / mean of the per-run "
                   "throughputs. WIDE: range above the dispersion limit within the runs given. DRIFT: the same "
                   "commit measured in several batches (one `mbaphases run` each) whose [min, max] do not overlap "
-                  "and whose medians differ by more than the larger within-batch range.",
+                  "and whose medians differ by more than the larger within-batch range. TRANSIENT: the median "
+                  "per-step active time of the measured window's first third is more than 5% above its last "
+                  "third's (median over runs; warmup did not reach a steady state). Flagged runs: BUSY (other "
+                  "processes used > 25% of the CPUs during the run) or STEAL (the hypervisor took > 5%).",
     "interval": "Distribution-free confidence interval of the throughput ratio (Hodges-Lehmann, by inverting "
                 "the Mann-Whitney test): sort the m x n ratios c_j / b_i; the k-th smallest to the k-th largest "
                 "cover the true ratio with confidence 1 - 2 P(U <= k - 1), U exact below 20 runs a side. At 3 vs 3 "
@@ -192,14 +195,18 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
                      for r in recs]
     d = rep.dispersion
     flags = []
-    for w, dr in zip(d.get("wide", [False] * len(d)), d.get("drift", [False] * len(d))):
-        flags.append(" ".join(f for f, on in (("WIDE", w is True), ("DRIFT", dr is True)) if on))
+    for w, dr, tr in zip(d.get("wide", [False] * len(d)), d.get("drift", [False] * len(d)),
+                         d.get("transient", [False] * len(d))):
+        flags.append(" ".join(f for f, on in (("WIDE", w is True), ("DRIFT", dr is True), ("TRANSIENT", tr is True))
+                              if on))
     di = pd.DataFrame({
         "case": d.case, "side": d.side, "n": d.n,
         "median": [_num(x) for x in d.get("median", [None] * len(d))],
         "range %": [_num(x, "{:.1%}") for x in d.get("range_pct", [None] * len(d))],
         "CV": [_num(x, "{:.1%}") for x in d.get("cv", [None] * len(d))],
         "flag": flags,
+        "first/last third": [_num(x, "{:.3f}") for x in d.get("first_last", [None] * len(d))],
+        "flagged runs": [x if isinstance(x, str) else "" for x in d.get("flagged_runs", [""] * len(d))],
         "batches": [x if isinstance(x, str) else "" for x in d.get("batches", [""] * len(d))],
     })
     g = rep.gate
@@ -246,7 +253,8 @@ def summary(rep: Report) -> dict:
                                                              "share_lower": a.get(f"{k}_share_lower"),
                                                              "share_upper": a.get(f"{k}_share_upper")})}
                             for k in ("active", *tables.ATTRIBUTION)},
-            "dispersion": {s: {k: d.loc[s].get(k) for k in ("n", "range_pct", "cv", "wide", "drift", "batches")}
+            "dispersion": {s: {k: d.loc[s].get(k) for k in ("n", "range_pct", "cv", "wide", "drift", "batches",
+                                                            "first_last", "transient", "flagged_runs")}
                            for s in d.index},
             "gate": g.gate,
             "gate_detail": {k: g.get(k) for k in ("threshold", "confidence", "lower", "upper", "estimate", "k",
@@ -311,6 +319,10 @@ def decision_block(rep: Report) -> str:
     for _, row in d[d.get("drift", pd.Series(False, index=d.index)) == True].iterrows():  # noqa: E712
         lines.append(f"- `{row.case}` ({row.side}): DRIFT between batches ({row.batches}). Suggested: rerun "
                      "both sides in one interleaved batch, or an exception naming the drift.")
+    for _, row in d[d.get("transient", pd.Series(False, index=d.index)) == True].iterrows():  # noqa: E712
+        lines.append(f"- `{row.case}` ({row.side}): TRANSIENT: the measured window's first third ran "
+                     f"{row.first_last - 1:+.1%} against its last (not in steady state). Suggested: more warmup "
+                     "steps in the profile; the gated figure stays the field's (steps over active time).")
     for r in g:
         if r["gate"] in ("MISSING", "MISALIGNED"):
             lines.append(f"- `{r['case']}`: {r['gate']}: {r['note']}.")

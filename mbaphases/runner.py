@@ -321,6 +321,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
             "--record-samples", "--append-samples", "--show-stderr"]
     rc, looks, done_runs = 0, 0, runs
+    runs_by_side = {x["label"]: runs for x in sides}
     record = {"batch": batch, "machine": machine, "profile": profile, "started": started,
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
     planned = len(sides) * (until_decisive["max_runs"] if until_decisive else runs)
@@ -347,9 +348,14 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                               f"{len(open_cases)} case(s) still INCONCLUSIVE", file=out, flush=True)
                         break
                     done_runs += 1
+                    round_shas = [x["sha"] for x in sides_for_round(sides, open_cases)]
+                    for x in sides:
+                        if x["sha"] in round_shas:
+                            runs_by_side[x["label"]] += 1
                     # rotated every round and reversed every other: no side always first or after one neighbour
-                    k = done_runs % len(shas)
-                    order = shas[k:] + shas[:k]
+                    k = done_runs % len(round_shas)
+                    order = round_shas[k:] + round_shas[:k]
+                    print(f"[until decisive] round {done_runs}: {', '.join(names[x] for x in order)}", file=out, flush=True)
                     rc = _run_round(base, conf, conf_path, suite_dir, order if done_runs % 2 else order[::-1], 1, env,
                                     python, repo_path, names, out, f"{int(started)}-{done_runs}") or rc
     except KeyboardInterrupt:
@@ -363,12 +369,12 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         print(line, file=out)
     entry_s = sum(m.get("ended", 0) - m.get("started", 0) for m in metas)
     wall_s = time.time() - started
-    record.update(ended=time.time(), runs_per_side=done_runs, entry_seconds=entry_s, wall_seconds=wall_s,
-                  entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas))
+    record.update(ended=time.time(), runs_per_side=done_runs, runs_by_side=runs_by_side, entry_seconds=entry_s,
+                  wall_seconds=wall_s, entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas))
     batches = raw_dir / machine / "batches"
     batches.mkdir(parents=True, exist_ok=True)
     (batches / f"{batch}.json").write_text(json.dumps(record, indent=2) + "\n")
-    expected = len(sides) * done_runs
+    expected = sum(runs_by_side.values())
     print(f"{len(metas)} of {expected} runs recorded under {raw_dir / machine}; "
           f"{len(failures)} failed case-runs; asv exit {rc}", file=out)
     print(f"entry time {entry_s:.0f} s of {wall_s:.0f} s wall ({entry_s / wall_s:.0%} inside the entry processes)"
@@ -378,10 +384,18 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     return rc
 
 
-def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict, out) -> list[str]:
-    """Cases still INCONCLUSIVE for some candidate, at the confidence per planned look."""
+def sides_for_round(sides: list[dict], open_cases: list[tuple[str, str]]) -> list[dict]:
+    """The sides an extra round runs: the candidates with an open case and the baseline they
+    are compared with; a decided candidate gets no more runs."""
+    open_labels = {label for label, _ in open_cases}
+    return [x for x in sides if x["role"] == "baseline" or x["label"] in open_labels]
+
+
+def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict, out) -> list[tuple[str, str]]:
+    """(candidate, case) still INCONCLUSIVE, at the confidence per planned look; compared as the
+    report compares them (inside the batches both sides ran in)."""
+    from mbaphases import comparable, load
     from mbaphases import gate as gate_mod
-    from mbaphases import load
 
     conf = load_asv_conf(conf_path)
     results_dir = conf_path.parent / conf.get("results_dir", "results")
@@ -390,14 +404,15 @@ def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, unti
     open_cases = []
     for cand in sides[1:]:
         side = load.load_asv_side(cand["label"], cand["sha"], results_dir, machine, repo)
-        for row in gate_mod.evaluate(base, side, pins["cases"], until["threshold"], 1, {},
+        paired_base, side, _ = comparable.pair(base, side)
+        for row in gate_mod.evaluate(paired_base, side, pins["cases"], until["threshold"], 1, {},
                                      confidence=until["confidence"]):
             if row["gate"] == "INCONCLUSIVE":
                 lo, hi = row["lower"], row["upper"]
                 span = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "n/a"
                 print(f"[until decisive] {cand['label']} {row['case']}: INCONCLUSIVE, interval {span}",
                       file=out, flush=True)
-                open_cases.append(f"{cand['label']}: {row['case']}")
+                open_cases.append((cand["label"], row["case"]))
     return open_cases
 
 

@@ -171,10 +171,21 @@ def dispersion_table(b: Side, c: Side, cases: list[str], limit: float = 0.05) ->
             rng = float((x.max() - x.min()) / med) if med else None
             cv = float(x.std() / x.mean()) if x.mean() else None
             drift, batches = batch_drift(side, case)
+            trend = per_run(side, "step_trend", case)
+            trend = trend[~np.isnan(trend)]
+            first_last = float(np.median(trend)) if len(trend) else None
+            runs = sorted(set(side.values.run[side.values.case == case]))
+            flagged = "; ".join(f"{r}: {', '.join(side.run_flags[r])}" for r in runs if side.run_flags.get(r))
             rows.append({"case": case, "side": name, "n": int(len(x)), "median": med, "range_pct": rng,
                          "cv": cv, "wide": bool(rng is not None and rng > limit), "drift": drift,
-                         "batches": batches})
+                         "batches": batches, "first_last": first_last,
+                         "transient": bool(first_last is not None and first_last > STEADY_LIMIT),
+                         "flagged_runs": flagged})
     return pd.DataFrame(rows)
+
+
+# the measured window's first third may be this much slower than its last before it is not steady
+STEADY_LIMIT = 1.05
 
 
 def batch_drift(side: Side, case: str) -> tuple[bool, str]:

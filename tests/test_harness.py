@@ -80,3 +80,56 @@ def test_switching_sides_installs_the_side_and_fetches_dependencies_only_when_mi
     assert (env_dir / "bin" / "uv").is_file()
     assert [r["dependencies"] for r in records] == ["installed by pip", "present"]
     assert "six" in records[1]["installed"] and records[1]["installer"] == "uv pip (no uv.lock)"
+
+
+def test_steal_and_context_switches_from_recorded_counters():
+    """A test cannot make the hypervisor steal: the arithmetic on recorded /proc/stat and
+    getrusage counters instead (10 ms ticks; 1000 ticks of all CPUs over the run)."""
+    start = {"time": 0.0, "cpu_jiffies": (1000, 400, 10), "own_cpu_s": 0.0, "children_switches": (5, 10)}
+    end = {"time": 5.0, "cpu_jiffies": (2000, 1200, 110), "own_cpu_s": 1.0, "children_switches": (25, 40)}
+    d = _target.busy_during(start, end)
+    tick = __import__("os").sysconf("SC_CLK_TCK")
+    assert d["steal_fraction"] == 0.1 and d["steal"] is True
+    assert d["involuntary_switches"] == 20 and d["voluntary_switches"] == 30
+    assert abs(d["cpu_busy_fraction"] - max(0.0, (200 / tick - 1.0) / (1000 / tick))) < 1e-12
+    calm = _target.busy_during(start, {**end, "cpu_jiffies": (2000, 1200, 50)})
+    assert calm["steal_fraction"] == 0.04 and calm["steal"] is False
+    # a run meta carrying a flagged steal share is listed per run by the loader
+    from mbaphases import load
+
+    assert any("STEAL" in n and "10.0%" in n for n in load.run_flags({"load_during": d}))
+    # older metas, without steal counters, still read
+    old = _target.busy_during({**start, "cpu_jiffies": (1000, 400)}, {**end, "cpu_jiffies": (2000, 1200)})
+    assert old["steal_fraction"] is None and old["steal"] is False
+
+
+def test_a_real_run_records_steal_and_switches():
+    start = _target.host_load()
+    subprocess.run([sys.executable, "-c", "sum(range(3_000_000))"], check=True)
+    d = _target.busy_during(start, _target.host_load())
+    assert 0.0 <= d["steal_fraction"] <= 1.0
+    assert d["voluntary_switches"] + d["involuntary_switches"] >= 1
+
+
+def test_appending_to_a_machine_of_other_hardware_is_refused(tmp_path):
+    import json
+
+    import pytest
+
+    from mbaphases import hardware, runner
+    from mbaphases.errors import UsageError
+
+    here = hardware.describe()
+    machine = tmp_path / "raw-runs" / "m" / "abc"
+    machine.mkdir(parents=True)
+    (machine / "run1.meta.json").write_text(json.dumps({"environment": {**here, "memory": "23.6 GiB"
+                                                                        if here["memory"] == "23.5 GiB" else here["memory"]}}))
+    runner.check_same_hardware(tmp_path / "raw-runs", "m")  # the same hardware (RAM class, not the exact MemTotal)
+    assert _target.other_hardware(machine, here) is None
+    (machine / "run1.meta.json").write_text(json.dumps({"environment": {**here, "cpu": "AMD EPYC 9654"}}))
+    with pytest.raises(UsageError, match="other hardware.*AMD EPYC 9654.*--allow-other-hardware"):
+        runner.check_same_hardware(tmp_path / "raw-runs", "m")
+    assert "AMD EPYC 9654" in _target.other_hardware(machine, here)
+    name = runner.default_machine("demo")
+    assert name.endswith(f"-{hardware.fingerprint(here)}-demo")
+    assert hardware.fingerprint({**here, "cpu": "AMD EPYC 9654"}) != hardware.fingerprint(here)

@@ -32,3 +32,13 @@ def test_progress_is_quiet_when_not_a_terminal(tmp_path):
     with Progress(tmp_path / "none.json", {}, 2, tmp_path, time.time(), out):
         pass
     assert out.getvalue() == ""
+
+
+def test_an_extra_round_runs_only_the_open_candidates_and_the_baseline():
+    from mbaphases.runner import sides_for_round
+
+    sides = [{"role": "baseline", "label": "main"}, {"role": "candidate", "label": "dev"},
+             {"role": "candidate", "label": "next"}, {"role": "candidate", "label": "opt"}]
+    chosen = sides_for_round(sides, [("next", "a/b/c"), ("next", "d/e/f"), ("opt", "a/b/c")])
+    assert [x["label"] for x in chosen] == ["main", "next", "opt"]
+    assert [x["label"] for x in sides_for_round(sides, [])] == ["main"]
