@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import threading
@@ -390,4 +391,57 @@ def run_entry(pins: dict) -> dict:
             errors[case] = f"entry exit {proc.returncode}: {tail[0]}"
     meta["failed_cases"] = errors
     Path(f"{stem}.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    if os.environ.get("MBAPHASES_PROFILE_FUNCTIONS") == "1" and target is not None:
+        # after the measured run has ended, in processes of their own: never a sample
+        profile_functions(pins, target, entry_rel, out_dir / "profile" / batch, env)
     return {"run": k, "results": results, "errors": errors}
+
+
+PROFILE_RATE_HZ = 500
+PROFILE_STEPS_FACTOR = 2  # the profiled run measures longer, for more samples; its figures are not used
+
+
+def case_slug(case: str) -> str:
+    return case.replace("/", "__")
+
+
+def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: dict) -> None:
+    """One extra entry run per case under the sampling profiler (py-spy, raw folded stacks, with
+    native frames where py-spy can read them, idle samples kept so the main thread's waits on the
+    physics workers count), once per side and batch. Its figures never enter a table or asv: the
+    folded stacks are kept beside the raw runs with the command that made them."""
+    record = out / "profile.json"
+    if record.exists():
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    pyspy = env.get("MBAPHASES_PYSPY") or shutil.which("py-spy")
+    prof = pins["active_profile"]
+    doc = {"profiler": pyspy, "rate_hz": PROFILE_RATE_HZ, "steps_factor": PROFILE_STEPS_FACTOR, "cases": {},
+           "started": time.time()}
+    for case in pins["cases"]:
+        folded = out / f"{case_slug(case)}.folded"
+        entry = [sys.executable, entry_rel, "--cases", case, "--num-envs", str(prof["num_envs"]),
+                 "--warmup-steps", str(prof["warmup_steps"]),
+                 "--measure-steps", str(prof["measure_steps"] * PROFILE_STEPS_FACTOR),
+                 "--replay-capacity-steps", str(prof["replay_capacity_steps"]),
+                 "--out-json", str(out / f"{case_slug(case)}.json")]
+        for override in prof.get("overrides", []):
+            entry += ["--override", override]
+        row = {"folded": folded.name}
+        if not pyspy:
+            row["error"] = "py-spy not found (MBAPHASES_PYSPY or PATH)"
+            doc["cases"][case] = row
+            continue
+        for native in (True, False):
+            cmd = [pyspy, "record", "--format", "raw", "--rate", str(PROFILE_RATE_HZ), "--idle", "--threads",
+                   *(["--native"] if native else []), "-o", str(folded), "--", *entry]
+            p = subprocess.run(cmd, cwd=target, env=env, capture_output=True, text=True, check=False)
+            row.update(command=cmd, returncode=p.returncode, native=native)
+            if p.returncode == 0 and folded.is_file():
+                break
+            row["error"] = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        if p.returncode == 0:
+            row.pop("error", None)
+        doc["cases"][case] = row
+    doc["ended"] = time.time()
+    record.write_text(json.dumps(doc, indent=2) + "\n")

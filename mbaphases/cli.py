@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lock-timeout-min", type=float, default=120.0,
                    help="wait at most this long for another formal run to finish (default 120)")
     r.add_argument("--sides", default=None, help="comma list of side labels to run (the baseline always runs)")
+    r.add_argument("--profile-functions", action="store_true", default=None,
+                   help="one extra entry run per side and case under py-spy, outside the measured runs, for the "
+                        "report's function table and flame graphs (default: pins 'profile_functions', off)")
     r.add_argument("--until-decisive", action="store_true",
                    help="after the pinned runs, add interleaved rounds while a case is INCONCLUSIVE")
     r.add_argument("--max-runs", type=int, default=10, help="with --until-decisive: most runs per side (default 10)")
@@ -134,8 +137,11 @@ def _run(args) -> int:
         only = [x.strip() for x in args.sides.split(",") if x.strip()] if args.sides else None
         try:
             with runner.formal_run_lock(f"mbaphases run {conf}", 60 * args.lock_timeout_min):
+                profile_functions = (args.profile_functions if args.profile_functions is not None
+                                     else bool(pins.get("profile_functions", False)))
                 return runner.run_sides(conf, pins, runs, args.machine, args.python, only, until,
-                                         allow_other_hardware=args.allow_other_hardware)
+                                        allow_other_hardware=args.allow_other_hardware,
+                                        profile_functions=profile_functions)
         except runner.LockBusy as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_LOCK_TIMEOUT

@@ -10,6 +10,8 @@ import re
 import shutil
 from pathlib import Path
 
+from markupsafe import Markup
+
 from mbaphases import gate as gate_mod
 from mbaphases import plots, report
 
@@ -90,6 +92,18 @@ def _copy_raw(rep: report.Report, out: Path) -> list[tuple[str, list[str]]]:
     return links
 
 
+def _render(template: str, **context) -> str:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    return env.get_template(template).render(css=CSS, check_js=Markup(CHECK_JS), noise=report.NOISE_MARK, **context)
+
+
+def _svg_src(svg: str) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+
+
 def write_page(rep: report.Report, out: Path) -> Path:
     """The page, its plots, raw runs and report files in ``out`` (a staging directory:
     the caller moves it into place and links it from asv's page)."""
@@ -97,49 +111,22 @@ def write_page(rep: report.Report, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     pics = plots.draw_all(rep, out / "plots")
     views = report.view_tables(rep)
-    env = views["environment"].copy()
-    raw_links = _copy_raw(rep, out)
     b, c = rep.baseline, rep.candidate
-    counts = ", ".join(f"{n} {s}" for s, n in rep.gate.gate.value_counts().items())
-    parts = [
-        "<!doctype html><html lang=en><head><meta charset=utf-8>",
-        f"<title>{html.escape(c.label)} vs {html.escape(b.label)}: {rep.verdict}</title>",
-        f"<style>{CSS}</style><script>{CHECK_JS}</script></head><body>",
-        *([f'<p class="diff" id="cross-machine">Cross-machine comparison, declared intended: '
-           f"{html.escape('; '.join(rep.cross_machine))}. Absolute throughputs from different machines are "
-           "not comparable.</p>"] if rep.cross_machine else []),
-        f"<h1>{html.escape(c.label)} vs {html.escape(b.label)}: collector throughput A/B</h1>",
-        f'<p><span class="verdict {rep.verdict}" id="verdict">Verdict: {rep.verdict}</span></p>',
-        f"<p>Gate: candidate throughput &ge; {rep.threshold:.2f} &times; baseline, per case ({html.escape(counts)}). "
-        f"Baseline <code>{html.escape(b.revision)}</code>, candidate <code>{html.escape(c.revision)}</code>; "
-        f"input: {html.escape(rep.input_kind)}.</p>",
-        '<h2 id="gate">Gate</h2>', _table(views["gate"], gate_col="gate"),
-        _img(pics["ratio"][0], "candidate/baseline ratio per case with the gate threshold"),
-        '<h2 id="throughput">Throughput: median [min, max] (env steps/s)</h2>', _table(views["throughput"]),
-        _img(pics["runs"][0], "throughput of every run per case and side"),
-        '<h2 id="phases">Phases: median ms per vector step (baseline &rarr; candidate)</h2>', _table(views["phases"]),
-        _img(pics["phases"][0], "stacked phases per case and side"),
-        '<h2 id="attribution">Branch-level attribution of the change in active ms per vector step</h2>',
-        _table(views["attribution"]), _img(pics["attribution"][0], "attribution of the gap per case"),
-        '<h2 id="dispersion">Dispersion of per-run throughput</h2>', _table(views["dispersion"]),
-        *[f"<p><b>Run note</b>: {html.escape(s.label)} {html.escape(n)}</p>" for s in (b, c) for n in s.notes],
-        '<h2 id="environment">Environment and pinned parameters (&ne;: differs between the sides)</h2>',
-        _table(env).replace("<td>≠</td>", '<td class="diff">≠</td>'),
-        '<h2 id="raw">Raw runs</h2><ul>',
-    ]
-    for label, files in raw_links:
-        items = " ".join(f'<a href="{html.escape(f)}">{html.escape(Path(f).name)}</a>' for f in files) or "none kept"
-        parts.append(f"<li>{html.escape(label)}: {items}</li>")
-    parts.append("</ul><p>Files: <a href='report.md'>report.md</a>, <a href='summary.json'>summary.json</a>, "
-                 "CSV per table; pictures as SVG under <a href='plots/'>plots/</a>.</p>")
-    parts.append('<h2 id="decision">For the maintainer: decision</h2>')
-    parts.append(markdown_to_html(report.decision_block(rep)))
-    parts.append('<h2 id="definitions">Definitions</h2><ul class="defs">')
-    for k, text in report.DEFINITIONS.items():
-        parts.append(f"<li><b>{html.escape(k)}</b>: {html.escape(text).replace(chr(10), '<br>')}</li>")
-    parts.append("</ul></body></html>")
+    tables = {name: Markup(_table(views[name], gate_col="gate" if name == "gate" else None))
+              for name in ("gate", "throughput", "phases", "attribution", "dispersion", "functions") if len(views[name])}
+    tables["environment"] = Markup(_table(views["environment"]).replace("<td>≠</td>", '<td class="diff">≠</td>'))
+    images = {"ratio": _img(pics["ratio"][0], "candidate/baseline ratio per case with the gate threshold"),
+              "runs": _img(pics["runs"][0], "throughput of every run per case and side"),
+              "phases": _img(pics["phases"][0], "stacked phases per case and side"),
+              "attribution": _img(pics["attribution"][0], "attribution of the gap per case")}
     page = out / "index.html"
-    page.write_text("\n".join(parts))
+    page.write_text(_render(
+        "page.html.j2", rep=rep, b=b, c=c, tables=tables, images={k: Markup(v) for k, v in images.items()},
+        counts=", ".join(f"{n} {s}" for s, n in rep.gate.gate.value_counts().items()),
+        functions=len(rep.functions) > 0, functions_text=report.FUNCTIONS_TEXT,
+        flames=[(case, _svg_src(svg)) for case, svg in rep.flames.items()],
+        run_notes=[(s.label, n) for s in (b, c) for n in s.notes], raw_links=_copy_raw(rep, out),
+        decision=Markup(markdown_to_html(report.decision_block(rep))), definitions=list(report.DEFINITIONS.items())))
     report.write(rep, out)
     return page
 
@@ -151,28 +138,15 @@ def write_overview_page(ov: report.Overview, out: Path, folders: dict[str, str])
     out.mkdir(parents=True, exist_ok=True)
     pics = plots.draw_overview(ov, out / "plots")
     v = report.overview_tables(ov)
-    b = ov.reports[0].baseline
-    verdicts = v["verdicts"].map(lambda x: html.escape(str(x)))
-    verdicts["candidate"] = [f'<a href="{folders[c]}/index.html">{html.escape(c)}</a>' for c in v["verdicts"].candidate]
-    parts = [
-        "<!doctype html><html lang=en><head><meta charset=utf-8>",
-        f"<title>{len(ov.reports)} candidates vs {html.escape(b.label)}: {ov.verdict}</title>",
-        f"<style>{CSS}</style><script>{CHECK_JS}</script></head><body>",
-        f"<h1>{len(ov.reports)} candidates vs {html.escape(b.label)}: collector throughput</h1>",
-        f'<p><span class="verdict {ov.verdict}" id="verdict">Verdict: {ov.verdict}</span> (every candidate must pass)</p>',
-        '<h2 id="candidates">Gate per candidate</h2>',
-        verdicts.to_html(index=False, escape=False, border=0),
-        '<h2 id="history">History (first-parent order) against the gate</h2>',
-        _img(pics["history"][0], "ratio to the baseline per candidate in history order, with the gate"),
-        '<p>asv\'s own graphs of every metric along the commits: <a href="../index.html">asv publish</a>.</p>',
-        f'<h2 id="ledger">Ledger: each candidate against {html.escape(ov.reference)}</h2>',
-        _img(pics["ledger"][0], "gains by phase per candidate and case"), _table(v["ledger"]),
-    ]
-    if len(v["additivity"]):
-        parts += ['<h2 id="additivity">Additivity</h2>', _table(v["additivity"])]
-    parts.append("</body></html>")
     page = out / "index.html"
-    page.write_text("\n".join(parts))
+    page.write_text(_render(
+        "overview.html.j2", ov=ov, n=len(ov.reports), b=ov.reports[0].baseline, verdicts=v["verdicts"],
+        verdict_rows=[list(row.items()) for row in v["verdicts"].to_dict("records")], folders=folders,
+        images={"history": Markup(_img(pics["history"][0], "ratio to the baseline per candidate in history order, "
+                                                            "with the gate")),
+                "ledger": Markup(_img(pics["ledger"][0], "gains by phase per candidate and case"))},
+        tables={"ledger": Markup(_table(v["ledger"])),
+                "additivity": Markup(_table(v["additivity"])) if len(v["additivity"]) else ""}))
     report.write_overview(ov, out)
     return page
 
@@ -182,19 +156,9 @@ def write_hardware_page(built, out: Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table = report.hardware_verdicts(built)
-    verdict = report.overall_verdict(list(table.verdict))
-    rows = "".join(f'<tr><td><a href="{html.escape(f)}/index.html">{html.escape(h)}</a></td>'
-                   f'<td class="g-{html.escape(v)}">{html.escape(v)}</td><td>{html.escape(c)}</td></tr>'
-                   for h, f, v, c in zip(table.hardware, table.folder, table.verdict, table.candidates))
-    notes = "".join(f"<li>{html.escape(unit.label)}: {html.escape(n)}</li>" for unit, _, _ in built for n in unit.notes)
     page = out / "index.html"
-    page.write_text(
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>Runs on {len(built)} hardwares: {verdict}</title><style>{CSS}</style><script>{CHECK_JS}</script></head><body>"
-        f"<h1>Runs on {len(built)} hardwares: one comparison per hardware, never pooled</h1>"
-        f'<p><span class="verdict {verdict}" id="verdict">Verdict: {verdict}</span></p>'
-        f"<table><tr><th>hardware</th><th>verdict</th><th>candidates</th></tr>{rows}</table>"
-        f"<ul>{notes}</ul></body></html>")
+    page.write_text(_render("hardware.html.j2", built=built, rows=table.to_dict("records"),
+                            verdict=report.overall_verdict(list(table.verdict))))
     report.write_hardware_index(built, out)
     return page
 

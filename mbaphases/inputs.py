@@ -37,6 +37,7 @@ PINS_SCHEMA = {
         "candidate": _CANDIDATE,  # two-sided form
         "candidates": {"type": "array", "minItems": 1, "items": _CANDIDATE},
         "reference": {"type": "string", "minLength": 1},
+        "profile_functions": {"type": "boolean"},
         "profiles": {"type": "object", "minProperties": 1, "additionalProperties": {
             "type": "object", "required": list(PROFILE_KEYS), "additionalProperties": False,
             "properties": {**{k: _POSITIVE_INT for k in PROFILE_KEYS},

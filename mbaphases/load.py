@@ -60,6 +60,7 @@ class Side:
     batches: dict[str, str] = field(default_factory=dict)  # run -> batch (one `mbaphases run` invocation)
     run_hardware: dict[str, dict] = field(default_factory=dict)  # run -> its hardware (mbaphases.comparable)
     run_flags: dict[str, list[str]] = field(default_factory=dict)  # run -> what disturbed it (busy, steal)
+    profiles: dict[str, Path] = field(default_factory=dict)  # case -> folded stacks of its profiled run
 
 
 HARDWARE_KEYS = ("machine", "cpu", "logical_cpus", "memory", "gpu")
@@ -470,4 +471,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     side.notes += [f"{run}: {note}" for run, f in flags.items() for note in f]
     if hardware:
         side.hardware = hardware[run_names[-1]]
+    from mbaphases.profiles import side_profiles
+
+    side.profiles = side_profiles(raw / "profile")
     return side

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from mbaphases import comparable, tables
+from mbaphases import comparable, profiles, tables
 from mbaphases import gate as gate_mod
 from mbaphases.load import Side, hardware_differences
 
@@ -77,6 +77,8 @@ class Report:
     cross_machine: list[str]  # hardware differences the user declared intended
     confidence: float
     notes: list[str]  # about how the runs were taken (e.g. repeated looks)
+    functions: pd.DataFrame = field(default_factory=pd.DataFrame)  # the functions behind the flagged phases
+    flames: dict[str, str] = field(default_factory=dict)  # case -> differential flame graph (SVG)
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -118,9 +120,12 @@ def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptio
     hw = hardware_differences(b, c)
     gate_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {},
                                   hardware_diff=None if cross_machine else hw, confidence=confidence)
-    return Report(b, c, cases, thr, tables.phase_table(b, c, cases), tables.attribution_table(b, c, cases, confidence), disp,
+    att = tables.attribution_table(b, c, cases, confidence)
+    functions, flames = profiles.compare(b, c, att, cases)
+    return Report(b, c, cases, thr, tables.phase_table(b, c, cases), att, disp,
                   pd.DataFrame(gate_rows), gate_mod.verdict(gate_rows), threshold, min_runs,
-                  environment_table(b, c), input_kind, hw if cross_machine else [], confidence, list(notes or []))
+                  environment_table(b, c), input_kind, hw if cross_machine else [], confidence, list(notes or []),
+                  functions, flames)
 
 
 # --- formatting ---------------------------------------------------------------------------------
@@ -222,7 +227,19 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
     e = rep.environment
     env = pd.DataFrame({"": ["≠" if x else "" for x in e.differs], "key": e.key,
                         rep.baseline.label: e.baseline.astype(str), rep.candidate.label: e.candidate.astype(str)}) if len(e) else e
-    return {"gate": ga, "throughput": thr, "phases": ph, "attribution": at, "dispersion": di, "environment": env}
+    f = rep.functions
+    fn = pd.DataFrame({
+        "case": f.case, "phase": f.phase, "#": f["rank"],
+        # C++ template frames run to hundreds of characters; the CSV keeps them whole
+        "function": [x if len(x) <= 90 else x[:87] + "..." for x in f.function],
+        "Δ total ms": [_num(x, "{:+.3f}") for x in f.delta_total_ms],
+        "Δ self ms": [_num(x, "{:+.3f}") for x in f.delta_self_ms],
+        "share of the phase's change": [_num(x, "{:.0%}") for x in f.share_of_phase_change],
+        "total ms (baseline → candidate)": [f"{_num(x, '{:.3f}')} → {_num(y, '{:.3f}')}"
+                                            for x, y in zip(f.total_baseline_ms, f.total_candidate_ms)],
+    }) if len(f) else pd.DataFrame()
+    return {"gate": ga, "throughput": thr, "phases": ph, "attribution": at, "dispersion": di, "environment": env,
+            "functions": fn}
 
 
 def summary(rep: Report) -> dict:
@@ -280,6 +297,7 @@ def summary(rep: Report) -> dict:
         "verdict": rep.verdict,
         "counts": rep.gate.gate.value_counts().to_dict(),
         "cases": cases,
+        "functions": rep.functions.to_dict("records"),
         "environment": {"differences": env.loc[env.differs, "key"].tolist() if len(env) else [],
                         "baseline": dict(zip(env.key, env.baseline)) if len(env) else {},
                         "candidate": dict(zip(env.key, env.candidate)) if len(env) else {}},
@@ -358,6 +376,8 @@ def markdown(rep: Report) -> str:
         "## Phases: median ms per vector step (baseline → candidate)", _md(v["phases"]),
         "## Branch-level attribution of the change in active ms per vector step", _md(v["attribution"]),
         "## Dispersion of per-run throughput", _md(v["dispersion"]),
+        *(["## Functions behind the flagged phases (profiled runs, outside the measured ones)",
+           FUNCTIONS_TEXT, _md(v["functions"])] if len(v["functions"]) else []),
         *(["**Run notes**: " + "; ".join(f"{s.label} {n}" for s in (b, c) for n in s.notes)] if b.notes or c.notes else []),
         "## Environment and pinned parameters (≠: differs between the sides)", _md(v["environment"]),
         "## Definitions", "\n".join(f"- **{k}**: {t}" for k, t in DEFINITIONS.items() if k != "gate"),
@@ -367,14 +387,28 @@ def markdown(rep: Report) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+FUNCTIONS_TEXT = ("Per case, for each phase whose change the attribution flags (interval excluding 0, largest "
+                  "first, up to three), the functions whose time in that phase changed most, in ms per vector "
+                  "step: each side's share of the phase's samples in its one profiled run (py-spy, outside the "
+                  "measured runs) times the phase's measured time (median of its formal runs). Total: the "
+                  "function anywhere below the phase function; self: as the leaf. Share: of the phase's measured "
+                  "change. Flame graphs (red: slower on the candidate) are on the page and under flames/.")
+
+
 def write(rep: Report, out: Path) -> dict[str, Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = {"report.md": out / "report.md", "summary.json": out / "summary.json"}
     files["report.md"].write_text(markdown(rep))
     files["summary.json"].write_text(json.dumps(_clean(summary(rep)), indent=2, allow_nan=False) + "\n")
+    if rep.flames:
+        (out / "flames").mkdir(exist_ok=True)
+        for case, svg in rep.flames.items():
+            files[f"flames/{case}"] = out / "flames" / f"{slug(case)}.svg"
+            files[f"flames/{case}"].write_text(svg)
     for name, df in (("throughput", rep.throughput), ("phases", rep.phases), ("attribution", rep.attribution),
-                     ("dispersion", rep.dispersion), ("gate", rep.gate), ("environment", rep.environment)):
+                     ("dispersion", rep.dispersion), ("gate", rep.gate), ("environment", rep.environment),
+                     ("functions", rep.functions)):
         files[f"{name}.csv"] = out / f"{name}.csv"
         df.to_csv(files[f"{name}.csv"], index=False)
     return files

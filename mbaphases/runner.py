@@ -102,6 +102,17 @@ def default_machine(profile: str) -> str:
     return f"{platform.node() or 'host'}-{hardware.fingerprint(hardware.describe())}-{profile}"
 
 
+def pyspy_path() -> str:
+    """The py-spy binary installed with the suite (it profiles the target's process from outside)."""
+    import shutil
+
+    here = Path(sys.executable).parent / "py-spy"
+    found = str(here) if here.is_file() else shutil.which("py-spy")
+    if not found:
+        raise UsageError("--profile-functions needs py-spy (a dependency of the suite: pip install 'py-spy>=0.4,<0.5')")
+    return found
+
+
 def check_same_hardware(raw_dir: Path, machine: str) -> None:
     """Appending to a machine whose stored runs were measured on other hardware is refused:
     runs of two hardwares under one name would be pooled into one side."""
@@ -282,7 +293,7 @@ def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo
 
 def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
               only: list[str] | None = None, until_decisive: dict | None = None, out=sys.stdout,
-              allow_other_hardware: bool = False) -> int:
+              allow_other_hardware: bool = False, profile_functions: bool = False) -> int:
     """Run every side ``runs`` times with asv, interleaved; returns the exit status
     (0: every run of every case succeeded).
 
@@ -314,7 +325,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     env = {**os.environ, "MBAPHASES_PROFILE": profile, "MBAPHASES_MACHINE": machine,
            "MBAPHASES_PINS": pins["path"], "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch,
            "MBAPHASES_PROGRESS": str(progress_file),
-           **({"MBAPHASES_ALLOW_OTHER_HARDWARE": "1"} if allow_other_hardware else {})}
+           **({"MBAPHASES_ALLOW_OTHER_HARDWARE": "1"} if allow_other_hardware else {}),
+           **({"MBAPHASES_PROFILE_FUNCTIONS": "1", "MBAPHASES_PYSPY": pyspy_path()} if profile_functions else {})}
     ensure_machine(conf_path, machine)
     print(f"batch {batch}", file=out, flush=True)
     shas = [x["sha"] for x in sides]

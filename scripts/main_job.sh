@@ -13,7 +13,7 @@ step "demo target repository"
 mbaphases demo-repo --path demo-target
 step "A/B run (asv; the first run builds the environment, a few minutes)"
 set +e
-mbaphases run "$@"
+mbaphases run --profile-functions "$@"
 run_status=$?
 set -e
 step "asv publish -> html/"

@@ -1,0 +1,280 @@
+"""From phase to function: the differential profile of two sides.
+
+Each side has one profiled entry run per case, outside the measured runs (py-spy's
+raw folded stacks, kept under ``raw-runs/<machine>/<sha>/profile/<batch>/``; see
+benchmarks/_target.py). Its figures never enter the gate or the tables; its
+samples only say how each phase's time splits over functions.
+
+* Phase windows: a sample belongs to the phase of the deepest frame on its stack
+  that names a phase function (``PHASE_FRAMES``: physics inside step_core, so a
+  sample in the engine counts as physics), among the samples under the measured
+  loop (``WINDOW``); what lies in the loop but under no phase function is
+  ``rest`` (the rest of env_step, bookkeeping).
+* Scale: a function's time in a phase, in ms per vector step, is its share of
+  the phase's samples times the phase's measured time of that side (the median
+  of its formal runs), so the profiler's own overhead cancels.
+* Self time: samples whose leaf is the function; total: samples with the
+  function anywhere below the outermost phase frame (counted once per sample),
+  so the path into a nested phase counts in it (physics entered through a
+  per-substep dispatch names that dispatch).
+
+Frames are named ``function (file)``: line numbers move between commits and
+native addresses between runs, so they are dropped.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+# the reference target's phase functions, as the entry times them (reflab/runtime.py);
+# "name@file" pins a name to a file where it is not unique
+PHASE_FRAMES = {
+    "physics": ("_engine_step",),
+    "step_core_minus_physics": ("_step_physics",),
+    "update_state": ("_update_state",),
+    "reset_done": ("_save_terminal_obs", "_reset_envs"),
+    "replay": ("add@collector.py",),
+}
+WINDOW = ("run@collector.py",)
+PARTS = (*PHASE_FRAMES, "rest")
+TOP = 10
+_ADDRESS = re.compile(r"^0x[0-9a-f]+ \((.*)\)$")
+_FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
+
+
+def normalize(frame: str) -> str:
+    """'Backend.step (reflab/sim/base.py:115)' -> 'Backend.step (base.py)';
+    '0x7f1b28ca3f16 (libc.so.6)' -> '[libc.so.6]'."""
+    frame = frame.strip()
+    m = _ADDRESS.match(frame)
+    if m:
+        return f"[{Path(m.group(1)).name}]"
+    m = _FRAME.match(frame)
+    if not m:
+        return frame
+    return f"{m.group('name')} ({Path(m.group('file')).name})"
+
+
+def _matches(frame: str, pattern: str) -> bool:
+    name, _, file = pattern.partition("@")
+    m = _FRAME.match(frame)
+    if not m:
+        return False
+    func = m.group("name")
+    if func != name and not func.endswith("." + name):
+        return False
+    return not file or Path(m.group("file")).name == file
+
+
+def read_folded(path: Path) -> list[tuple[list[str], int]]:
+    """py-spy's raw format: 'frame;frame;... count' per line."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            out.append((stack.split(";"), int(count)))
+    return out
+
+
+@dataclass
+class CaseProfile:
+    """One side's samples of one case, by phase."""
+    samples: dict[str, int] = field(default_factory=dict)  # part -> samples
+    self_: dict[tuple[str, str], int] = field(default_factory=dict)  # (part, function) -> leaf samples
+    total: dict[tuple[str, str], int] = field(default_factory=dict)  # (part, function) -> samples containing it
+    paths: dict[tuple[str, ...], int] = field(default_factory=dict)  # frames below the window -> samples
+    window: int = 0
+
+
+def load_case(path: Path, phase_frames: dict = PHASE_FRAMES, window: tuple = WINDOW) -> CaseProfile:
+    prof = CaseProfile()
+    for stack, count in read_folded(path):
+        at = next((i for i, f in enumerate(stack) if any(_matches(f, w) for w in window)), None)
+        if at is None:
+            continue  # setup, imports, other threads: outside the measured loop
+        frames = [normalize(f) for f in stack[at + 1:]]
+        raw = stack[at + 1:]
+        part, outer, is_phase = "rest", None, set()
+        for i, f in enumerate(raw):
+            for name, patterns in phase_frames.items():
+                if any(_matches(f, p) for p in patterns):
+                    part, outer = name, i if outer is None else outer
+                    is_phase.add(i)
+        prof.window += count
+        prof.samples[part] = prof.samples.get(part, 0) + count
+        path_key = tuple(frames)
+        prof.paths[path_key] = prof.paths.get(path_key, 0) + count
+        # the functions below the outermost phase frame, so the path into a nested phase counts
+        # in it (physics entered through a per-substep dispatch names that dispatch); the phase
+        # frames themselves are the phase, not a function of it
+        start = 0 if outer is None else outer + 1
+        inside = [f for i, f in enumerate(frames) if i >= start and i not in is_phase]
+        if inside:
+            prof.self_[(part, inside[-1])] = prof.self_.get((part, inside[-1]), 0) + count
+        for func in set(inside):
+            prof.total[(part, func)] = prof.total.get((part, func), 0) + count
+    return prof
+
+
+def side_profiles(profile_root: Path) -> dict[str, Path]:
+    """case -> folded file of the newest profiled batch under ``profile_root`` (raw-runs/<machine>/<sha>/profile)."""
+    found = {}
+    for record in sorted(Path(profile_root).glob("*/profile.json"), key=lambda p: p.stat().st_mtime):
+        try:
+            doc = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        for case, row in (doc.get("cases") or {}).items():
+            f = record.parent / str(row.get("folded", ""))
+            if row.get("returncode") == 0 and f.is_file():
+                found[case] = f
+    return found
+
+
+def part_ms(parts: pd.DataFrame | None) -> dict[str, float]:
+    """A side's measured ms per vector step of each profiled part (medians over its runs)."""
+    if parts is None:
+        return {}
+    med = parts.median()
+    out = {k: float(med.get(k, math.nan)) for k in PHASE_FRAMES}
+    out["rest"] = float(med.get("env_step_rest", 0.0)) + float(med.get("bookkeeping", 0.0))
+    return out
+
+
+def function_rows(case: str, base: CaseProfile, cand: CaseProfile, base_ms: dict, cand_ms: dict,
+                  phases: list[str], top: int = TOP) -> list[dict]:
+    """For each phase given: the functions whose time changed most (by total, then self), in ms
+    per vector step, with the share of the phase's measured change each explains."""
+    rows = []
+    for part in phases:
+        nb, nc = base.samples.get(part, 0), cand.samples.get(part, 0)
+        mb, mc = base_ms.get(part, math.nan), cand_ms.get(part, math.nan)
+        if not (nb or nc) or math.isnan(mb) or math.isnan(mc):
+            continue
+        change = mc - mb
+
+        def ms(prof, counts, n, m, key):
+            return counts.get(key, 0) / n * m if n else 0.0
+
+        funcs = {f for (p, f) in list(base.total) + list(cand.total) if p == part}
+        scored = []
+        for func in funcs:
+            key = (part, func)
+            tb, tc = ms(base, base.total, nb, mb, key), ms(cand, cand.total, nc, mc, key)
+            sb, sc = ms(base, base.self_, nb, mb, key), ms(cand, cand.self_, nc, mc, key)
+            scored.append({"case": case, "phase": part, "function": func, "total_baseline_ms": tb,
+                           "total_candidate_ms": tc, "delta_total_ms": tc - tb, "self_baseline_ms": sb,
+                           "self_candidate_ms": sc, "delta_self_ms": sc - sb, "phase_change_ms": change,
+                           "phase_baseline_ms": mb, "phase_candidate_ms": mc,
+                           "share_of_phase_change": (tc - tb) / change if change else None,
+                           "samples_baseline": base.total.get(key, 0), "samples_candidate": cand.total.get(key, 0)})
+        scored.sort(key=lambda r: (-abs(r["delta_total_ms"]), -abs(r["delta_self_ms"]), r["function"]))
+        rows += [{**r, "rank": i + 1} for i, r in enumerate(scored[:top])]
+    return rows
+
+
+def flagged_phases(attribution_row: dict, most: int = 3) -> list[str]:
+    """The phases the attribution flags: changes whose interval excludes 0, largest first."""
+    found = [(abs(attribution_row.get(f"{p}_ms") or 0.0), p) for p in PHASE_FRAMES
+             if attribution_row.get(f"{p}_clear") is True]
+    return [p for _, p in sorted(found, reverse=True)[:most]]
+
+
+# --- the differential flame graph --------------------------------------------------------------------
+
+def _tree(paths: dict[tuple[str, ...], int]) -> dict:
+    root = {"n": 0, "kids": {}}
+    for path, count in paths.items():
+        root["n"] += count
+        node = root
+        for f in path:
+            node = node["kids"].setdefault(f, {"n": 0, "kids": {}})
+            node["n"] += count
+    return root
+
+
+def _frac(tree: dict, path: tuple[str, ...]) -> float:
+    node = tree
+    for f in path:
+        node = node["kids"].get(f)
+        if node is None:
+            return 0.0
+    return node["n"] / tree["n"] if tree["n"] else 0.0
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def flame_svg(title: str, base: CaseProfile, cand: CaseProfile, base_active_ms: float, cand_active_ms: float,
+              width: int = 1200, row: int = 16) -> str:
+    """The candidate's measured loop as an icicle graph (widths: its time), each frame coloured by
+    its change against the baseline in ms per vector step (red: slower on the candidate, blue:
+    faster; white: unchanged). Frames only the baseline had are not drawn (the usual limit of a
+    differential flame graph); the function table lists them."""
+    tb, tc = _tree(base.paths), _tree(cand.paths)
+    rects, depth_max = [], 0
+    scale = max(cand_active_ms, 1e-12)
+
+    def walk(node, path, x, depth):
+        nonlocal depth_max
+        for name, kid in sorted(node["kids"].items(), key=lambda kv: -kv[1]["n"]):
+            w = kid["n"] / tc["n"] * width if tc["n"] else 0
+            p = (*path, name)
+            delta = _frac(tc, p) * cand_active_ms - _frac(tb, p) * base_active_ms
+            if w >= 0.5:
+                rects.append((x, depth, w, name, delta, _frac(tc, p) * cand_active_ms))
+                depth_max = max(depth_max, depth)
+                walk(kid, p, x, depth + 1)
+            x += w
+
+    walk(tc, (), 0.0, 1)
+    biggest = max([abs(r[4]) for r in rects] + [1e-9])
+    height = (depth_max + 2) * row + 30
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="#fff"/>',
+           f'<text x="4" y="13" font-size="12">{_esc(title)} (width: candidate time, {scale:.2f} ms per vector '
+           f'step; red: slower on the candidate, blue: faster)</text>']
+    for x, depth, w, name, delta, ms in rects:
+        t = min(1.0, abs(delta) / biggest)
+        shade = int(255 - 200 * t)
+        fill = f"rgb(255,{shade},{shade})" if delta > 0 else f"rgb({shade},{shade},255)"
+        y = 16 + depth * row
+        label = _esc(name) if w > 40 else ""
+        out.append(f'<g><title>{_esc(name)}: {ms:.3f} ms per vector step on the candidate, {delta:+.3f} ms '
+                   f'against the baseline</title><rect x="{x:.1f}" y="{y}" width="{max(w - 0.5, 0.5):.1f}" '
+                   f'height="{row - 1}" fill="{fill}" stroke="#ccc" stroke-width="0.3"/>'
+                   + (f'<text x="{x + 2:.1f}" y="{y + row - 4}" clip-path="none">{label[: int(w / 7)]}</text>'
+                      if label else "") + "</g>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def compare(b, c, attribution: pd.DataFrame, cases: list[str]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Per case both sides profiled: the function table of the flagged phases and the flame graph."""
+    from mbaphases import tables
+
+    rows, flames = [], {}
+    att = attribution.set_index("case") if "case" in attribution else pd.DataFrame()
+    for case in cases:
+        if case not in b.profiles or case not in c.profiles or case not in att.index:
+            continue
+        pb, pc = load_case(b.profiles[case]), load_case(c.profiles[case])
+        parts_b, parts_c = tables.attribution_parts(b, case), tables.attribution_parts(c, case)
+        mb, mc = part_ms(parts_b), part_ms(parts_c)
+        phases = flagged_phases(att.loc[case].to_dict())
+        rows += function_rows(case, pb, pc, mb, mc, phases)
+        active_b = float(parts_b["active"].median()) if parts_b is not None else math.nan
+        active_c = float(parts_c["active"].median()) if parts_c is not None else math.nan
+        flames[case] = flame_svg(f"{case}: {c.label} vs {b.label}", pb, pc, active_b, active_c)
+    cols = ["case", "phase", "rank", "function", "delta_total_ms", "delta_self_ms", "share_of_phase_change",
+            "total_baseline_ms", "total_candidate_ms", "self_baseline_ms", "self_candidate_ms", "phase_change_ms",
+            "phase_baseline_ms", "phase_candidate_ms",
+            "samples_baseline", "samples_candidate"]
+    return pd.DataFrame(rows, columns=cols), flames

@@ -1,0 +1,127 @@
+"""From phase to function: the differential profile names the functions behind each phase's
+change. Real entry runs of the demo history (main and mba-dev) at a small size, one profiled
+run per side under py-spy beside the measured ones, the page opened in headless Chromium."""
+import functools
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from benchmarks import _target
+from mbaphases import load, profiles, report, tables
+from mbaphases.demo_repo import generate
+
+ENTRY = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
+CASE = "sac/g1_motion_tracking/mujoco"
+RUNS = 3
+PROFILE = {"name": "t", "num_envs": 16, "warmup_steps": 5, "measure_steps": 60, "replay_capacity_steps": 4,
+           "torch_threads": 1, "overrides": ["task.episode_length_s=0.1", "sim.nthread=1"]}
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("profiles")
+    shas = generate(tmp / "demo")
+    from mbaphases.runner import pyspy_path
+
+    env = {**os.environ, "UNILAB_COLLECTOR_TORCH_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE",
+           "MBAPHASES_PYSPY": pyspy_path()}
+    sides = {}
+    for name in ("main", "mba-dev"):
+        checkout = tmp / name
+        subprocess.run(["git", "-C", str(tmp / "demo"), "worktree", "add", "-q", "--detach", str(checkout), shas[name]],
+                       check=True, capture_output=True)
+        sides[name] = {"checkout": checkout, "runs": []}
+    args = ["--cases", CASE, "--num-envs", "16", "--warmup-steps", "5", "--measure-steps", "40",
+            "--replay-capacity-steps", "4"] + [x for o in PROFILE["overrides"] for x in ("--override", o)]
+    for r in range(RUNS):
+        for name in (("main", "mba-dev") if r % 2 == 0 else ("mba-dev", "main")):
+            out = tmp / "raw" / name / f"run{r + 1}.json"
+            p = subprocess.run([sys.executable, ENTRY, *args, "--out-json", str(out)], cwd=sides[name]["checkout"],
+                               env=env, capture_output=True, text=True, timeout=600)
+            assert p.returncode == 0, p.stderr[-2000:]
+            sides[name]["runs"].append(str(out))
+    for name in sides:
+        # the suite's own profiled run: one per case, in a process of its own, never a sample
+        _target.profile_functions({"active_profile": PROFILE, "cases": [CASE]}, sides[name]["checkout"], ENTRY,
+                                  tmp / "profile" / name / "batch-1", env)
+    return tmp, sides
+
+
+def side(history, name):
+    tmp, sides = history
+    s = load.load_raw_side(name, sides[name]["runs"])
+    s.profiles = profiles.side_profiles(tmp / "profile" / name)
+    return s
+
+
+def test_the_profiled_run_is_kept_with_its_command(history):
+    tmp, _ = history
+    record = json.loads((tmp / "profile" / "mba-dev" / "batch-1" / "profile.json").read_text())
+    row = record["cases"][CASE]
+    assert row["returncode"] == 0 and row["command"][1] == "record" and "--idle" in row["command"]
+    assert (tmp / "profile" / "mba-dev" / "batch-1" / row["folded"]).stat().st_size > 0
+
+
+def test_mba_dev_against_main_names_the_functions_of_its_three_costs(history):
+    main, dev = side(history, "main"), side(history, "mba-dev")
+    att = tables.attribution_table(main, dev, [CASE])
+    fn, flames = profiles.compare(main, dev, att, [CASE])
+    flagged = set(fn.phase)
+    assert {"physics", "update_state", "reset_done"} <= flagged, fn[["phase", "function"]]
+
+    def top(phase):
+        return list(fn[fn.phase == phase].function)
+
+    # update_state: every term reading and deriving the engine state again (dev_costs.PER_TERM_STATE)
+    assert any(f.startswith(("StateCache.reread", "Backend.read_fresh", "_reread_for_term")) for f in top("update_state")), \
+        top("update_state")
+    # physics on MuJoCo: one dispatch per substep (dev_costs.PER_SUBSTEP_DISPATCH)
+    assert any(f.startswith("Backend.step_each_substep") for f in top("physics")), top("physics")
+    # reset_done: the reset path env by env (dev_costs.PER_ENV_RESET)
+    assert any(f.startswith(("ObservationManager.compute_keeping", "ObservationManager.save_terminal"))
+               for f in top("reset_done")), top("reset_done")
+    # scaled by the measured phase time: a function's time in a phase never exceeds the phase's
+    assert (fn.total_candidate_ms <= fn.phase_candidate_ms + 1e-9).all()
+    assert (fn.self_candidate_ms <= fn.total_candidate_ms + 1e-9).all()
+    assert (fn.phase_change_ms - (fn.phase_candidate_ms - fn.phase_baseline_ms)).abs().max() < 1e-9
+    assert "<svg" in flames[CASE] and "rgb(255," in flames[CASE]
+
+
+def test_the_page_shows_the_functions_and_the_flame_graph_in_chromium(history, tmp_path):
+    from test_report_page import CHROMIUM, CHROMIUM_FLAGS, ROOT
+
+    from mbaphases import html as page_mod
+
+    rep = report.build(side(history, "main"), side(history, "mba-dev"), min_runs=RUNS, input_kind="raw entry JSON")
+    assert len(rep.functions) and CASE in rep.flames
+    page = page_mod.write_page(rep, tmp_path / "page")
+    assert (tmp_path / "page" / "functions.csv").is_file() and list((tmp_path / "page" / "flames").glob("*.svg"))
+    summary = json.loads((tmp_path / "page" / "summary.json").read_text())
+    assert summary["functions"] and {"function", "delta_total_ms", "share_of_phase_change"} <= set(summary["functions"][0])
+    assert "Functions behind the flagged phases" in (tmp_path / "page" / "report.md").read_text()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "page"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
+    shot = ROOT / "test-artifacts" / "functions-page.png"
+    shot.parent.mkdir(exist_ok=True)
+    try:
+        dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'prof'}",
+                              "--virtual-time-budget=10000", "--dump-dom", url], capture_output=True, text=True, timeout=120)
+        subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'prof'}", "--window-size=1280,6000",
+                        "--virtual-time-budget=10000", f"--screenshot={shot}", url],
+                       capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+    body = re.search(r"<body[^>]*>", dom.stdout)
+    images = len(re.findall(r"<img ", page.read_text()))
+    assert body and f'data-images="{images}/{images}"' in body.group(0), dom.stderr[-2000:]
+    assert 'data-errors="0"' in body.group(0) and 'class="flame"' in dom.stdout
+    assert "StateCache.reread" in dom.stdout or "Backend.read_fresh" in dom.stdout
+    assert shot.stat().st_size > 50000
