@@ -40,8 +40,9 @@ DEFINITIONS = {
                   "throughputs. WIDE: range above the dispersion limit within the runs given. DRIFT: the same "
                   "commit measured in several batches (one `mbaphases run` each) whose [min, max] do not overlap "
                   "and whose medians differ by more than the larger within-batch range. TRANSIENT: the median "
-                  "per-step active time of the measured window's first third is more than 5% above its last "
-                  "third's (median over runs; warmup did not reach a steady state). Flagged runs: BUSY (other "
+                  "per-step active time of the measured window's first third differs by more than 5% from its "
+                  "last third's (median over runs; not in steady state: warmup too short, or the episodes had not "
+                  "yet reached their resets). Flagged runs: BUSY (other "
                   "processes used > 25% of the CPUs during the run) or STEAL (the hypervisor took > 5%).",
     "interval": "Distribution-free confidence interval of the throughput ratio (Hodges-Lehmann, by inverting "
                 "the Mann-Whitney test): sort the m x n ratios c_j / b_i; the k-th smallest to the k-th largest "

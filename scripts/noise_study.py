@@ -43,6 +43,7 @@ PROFILES = {
     "warmup50": {"warmup_steps": 50},
     "measure300": {"measure_steps": 300},
     "envs256": {"num_envs": 256},
+    "nthread1-warmup50": {"overrides": ["sim.nthread=1"], "warmup_steps": 50},
 }
 CASES = ("flashsac/go2_joystick_flat/mujoco", "flashsac/g1_walk_flat/mujoco", "flashsac/g1_walk_flat/motrix",
          "sac/g1_walk_flat/mujoco", "sac/g1_walk_flat/motrix", "sac/g1_motion_tracking/mujoco",

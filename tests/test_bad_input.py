@@ -5,6 +5,7 @@ import copy
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -269,7 +270,7 @@ def test_run_and_publish_bad_input(tmp_path, monkeypatch, capsys):
     expect_usage_error(capsys, ["publish", "--config", "missing.json"], "asv config missing.json not found")
     expect_usage_error(capsys, ["run", "--config", "norepo.json"], "'repo' is a required property")
     expect_usage_error(capsys, ["run", "--pins", "missing.toml"], "missing.toml not found")
-    write(tmp_path / "bad.toml", PINS.replace("runs = 3", "runs = 0"))
+    write(tmp_path / "bad.toml", re.sub(r"^runs = \d+", "runs = 0", PINS, flags=re.M))
     expect_usage_error(capsys, ["run", "--pins", "bad.toml"], "runs: 0 must be >= 1")
     write(tmp_path / "bad.toml", PINS + "\n[extra]\nx = 1\n")
     expect_usage_error(capsys, ["run", "--pins", "bad.toml"], "unknown key 'extra'")

@@ -155,3 +155,35 @@ def test_evidence_bundle_rebuilds_the_same_tables(many, tmp_path):
         tar.add(tmp_path / "x" / "bundle", arcname="bundle")
     r = run_mbaphases(tmp_path, "report", "--bundle", str(tmp_path / "tampered.tar.gz"), "--out", str(tmp_path / "t"))
     assert r.returncode == 2 and "does not match its checksum" in r.stderr
+
+
+def test_profiled_runs_stay_outside_the_measured_ones(tmp_path):
+    """--profile-functions: one extra run per side and case under py-spy, after that side's first
+    measured run ended, in processes of its own; asv's samples and the raw runs are the measured
+    runs only, and no measured run had a profiler attached."""
+    from asv import results as asv_results
+
+    suite = make_suite(tmp_path, "mba-dev")
+    (suite / "pins.toml").write_text(sides_pins(SIDES[:2], runs=2))
+    shas = generate(suite / "demo-target")
+    p = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "pbox",
+                      "--profile-functions")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for ref, _ in SIDES[:2]:
+        raw = suite / "raw-runs" / "pbox" / shas[ref]
+        metas = sorted(raw.glob("run*.meta.json"))
+        assert len(metas) == 2
+        for m in metas:
+            cmd = json.loads(m.read_text())["command"]
+            assert not any("py-spy" in str(x) for x in cmd) and cmd[1].endswith("benchmark_offpolicy_collector_active.py")
+        (record,) = raw.glob("profile/*/profile.json")
+        doc = json.loads(record.read_text())
+        first = json.loads((raw / "run1.meta.json").read_text())
+        assert doc["started"] >= first["ended"]
+        assert set(doc["cases"]) == set(CASES)
+        for row in doc["cases"].values():
+            assert row["returncode"] == 0 and "py-spy" in row["command"][0]
+            assert (record.parent / row["folded"]).stat().st_size > 0
+        (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results"), "pbox", shas[ref][:8])
+        key = "collector.CollectorActive.entry_time_per_million_steps"
+        assert all(len(s) == 2 for s in res.get_result_samples(key, res.get_result_params(key)))

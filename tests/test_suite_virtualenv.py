@@ -44,6 +44,7 @@ def test_plain_asv_continuous_takes_the_pinned_independent_runs(tmp_path):
     suite = make_suite(tmp_path, "mba-dev")
     pins = (suite / "pins.toml").read_text()
     pins = re.sub(r"cases = \[.*?\]", "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]", pins, flags=re.S)
+    pins = re.sub(r"^runs = \d+", "runs = 3", pins, flags=re.M)
     (suite / "pins.toml").write_text(pins)
     shas = generate(suite / "demo-target")
     env = {**os.environ, "MBAPHASES_PROFILE": "tiny", "MBAPHASES_LOCK": str(suite / "formal.lock")}

@@ -272,3 +272,27 @@ def test_ledger_splits_each_candidates_change_by_phase(tmp_path):
     assert row.ratio == pytest.approx(round(10 / 9, 3))
 
 
+
+
+def test_a_window_not_in_steady_state_is_transient(tmp_path):
+    """The first third of the measured steps 30% slower than the rest: TRANSIENT, with the
+    suggestion; the gated figure (steps over active time) is unchanged by the check."""
+    def runs(name, first_slow):
+        paths = []
+        for k in range(3):
+            r = E.case_result(CASE_A, measure=30)
+            steps = [9.0 * (1.3 if first_slow and i < 10 else 1.0) for i in range(30)]
+            r["phase_ms_per_vector_step"]["env_step_ms"] = E.stats(steps)
+            paths.append(E.write(tmp_path / f"{name}_run{k}.json", E.doc([r], measure=30)))
+        return load.load_raw_side(name, paths)
+
+    b, c = runs("b", False), runs("c", True)
+    # per-step active time: env_step + replay (0.6) + bookkeeping (0.4)
+    assert tables.per_run(c, "step_trend", CASE_A) == pytest.approx([(9.0 * 1.3 + 1.0) / 10.0] * 3)
+    d = tables.dispersion_table(b, c, [CASE_A]).set_index("side")
+    assert d.loc["candidate", "transient"] and not d.loc["baseline", "transient"]
+    assert d.loc["baseline", "first_last"] == pytest.approx(1.0)
+    rep = report.build(b, c, min_runs=3)
+    assert "TRANSIENT" in report.view_tables(rep)["dispersion"].flag.iloc[1]
+    assert "more warmup steps" in report.decision_block(rep)
+    assert rep.throughput.iloc[0].candidate_median == pytest.approx(rep.throughput.iloc[0].baseline_median)
