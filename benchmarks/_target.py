@@ -262,6 +262,16 @@ def environment() -> dict:
     }
 
 
+def refuse_other_hardware() -> None:
+    """Called when asv imports the benchmarks, before anything runs: appending to a machine whose
+    stored runs were measured on other hardware stops asv there. (Failing later would make asv
+    store a failed result, which replaces the samples it kept for that commit.)"""
+    raw_root = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs")
+    refused = other_hardware(raw_root / machine_name() / "-", environment())
+    if refused:
+        raise RuntimeError(refused)
+
+
 def other_hardware(out_dir: Path, env: dict) -> str | None:
     """Why this run must not be appended to the machine's results: runs already stored under
     this machine name were measured on other hardware (None: same hardware, or none stored)."""
@@ -323,10 +333,6 @@ def run_entry(pins: dict) -> dict:
     raw_root = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs")
     out_dir = raw_root / machine / commit
     env_now = environment()
-    refused = other_hardware(out_dir, env_now)
-    if refused:
-        # nothing is written under the other machine's name: its runs stay one hardware
-        raise RuntimeError(refused)
     out_dir.mkdir(parents=True, exist_ok=True)
     k = 1 + sum(1 for _ in out_dir.glob("run*.meta.json"))
     while (out_dir / f"run{k}.meta.json").exists():

@@ -13,9 +13,10 @@ Every metric is lower-is-better, as asv reads every row: times are seconds per
 vector step, and throughput is stored as seconds per million env steps
 (1e6 / collector_active_steps_per_sec), so a slower candidate reads as worse.
 """
-from benchmarks._target import load_pins, pins_version, run_entry
+from benchmarks._target import load_pins, pins_version, refuse_other_hardware, run_entry
 
 PINS = load_pins()
+refuse_other_hardware()
 
 
 def _stat(result, *path):

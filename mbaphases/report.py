@@ -393,7 +393,8 @@ FUNCTIONS_TEXT = ("Per case, for each phase whose change the attribution flags (
                   "step: each side's share of the phase's samples in its one profiled run (py-spy, outside the "
                   "measured runs) times the phase's measured time (median of its formal runs). Total: the "
                   "function anywhere below the phase function; self: as the leaf. Share: of the phase's measured "
-                  "change. Flame graphs (red: slower on the candidate) are on the page and under flames/.")
+                  "change (a function that replaces another carries more than 100% of it, the replaced one a negative "
+                  "share). Flame graphs (red: slower on the candidate) are on the page and under flames/.")
 
 
 def write(rep: Report, out: Path) -> dict[str, Path]:

@@ -16,7 +16,7 @@ import json
 import math
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from reflab import CONF_DIR
@@ -206,8 +206,9 @@ def _finite(x):
 def case_result(case, cfg, env, samples, cpu_pct, collector, warmup, measure, replay_steps, command):
     from omegaconf import OmegaConf
 
-    from reflab.collector import timing_stats
     from reflab.envs import runtime_of
+
+    from reflab.collector import timing_stats
     from reflab.provenance import config_hash
 
     algo, task, sim = case.split("/")
@@ -333,8 +334,8 @@ def run(argv=None) -> int:
     import torch
 
     from reflab import provenance
-    from reflab.collector import run_collector
     from reflab.envs import runtime_of
+    from reflab.collector import run_collector
 
     torch.set_num_threads(threads)
     results, errors = [], []
@@ -358,7 +359,7 @@ def run(argv=None) -> int:
                                    args.measure_steps, args.replay_capacity_steps, command))
 
     doc = {
-        "created_at": datetime.now(UTC).isoformat(),
+        "created_at": datetime.now(timezone.utc).isoformat(),
         "benchmark": BENCHMARK,
         "definition": definition(),
         "device": {"type": "cpu", "torch_threads": str(threads)},

@@ -73,7 +73,9 @@ def phase_change(base, cand, part):
 @pytest.mark.parametrize("opt", OPTIMIZATIONS, ids=[c.name for c in OPTIMIZATIONS])
 def test_an_optimization_is_attributed_to_its_own_phase(runs, opt):
     """The rule: the own phase's change interval lies wholly below 0; every other phase's
-    interval contains 0, or lies within half the own phase's change on either side."""
+    interval contains 0, or its estimate (Hodges-Lehmann: the median of the 81 pairwise
+    differences, which one slow run of the shared host does not move) is within half the own
+    phase's change."""
     dev, cand = side(runs, "mba-dev"), side(runs, opt.name)
     own = phase_change(dev, cand, opt.phase)
     assert own.upper < 0, f"{opt.name}: {opt.phase} changed {own.estimate:+.3f} [{own.lower:+.3f}, {own.upper:+.3f}] ms"
@@ -81,7 +83,7 @@ def test_an_optimization_is_attributed_to_its_own_phase(runs, opt):
         if part == opt.phase:
             continue
         other = phase_change(dev, cand, part)
-        small = max(abs(other.lower), abs(other.upper)) <= OTHER_SHARE * abs(own.estimate)
+        small = abs(other.estimate) <= OTHER_SHARE * abs(own.estimate)
         assert other.contains(0.0) or small, (
             f"{opt.name}: {part} changed {other.estimate:+.3f} [{other.lower:+.3f}, {other.upper:+.3f}] ms "
             f"against {opt.phase} {own.estimate:+.3f} ms")

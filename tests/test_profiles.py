@@ -1,14 +1,11 @@
 """From phase to function: the differential profile names the functions behind each phase's
 change. Real entry runs of the demo history (main and mba-dev) at a small size, one profiled
 run per side under py-spy beside the measured ones, the page opened in headless Chromium."""
-import functools
-import http.server
 import json
 import os
 import re
 import subprocess
 import sys
-import threading
 
 import pandas as pd
 import pytest
@@ -98,7 +95,7 @@ def test_mba_dev_against_main_names_the_functions_of_its_three_costs(history):
 
 
 def test_the_page_shows_the_functions_and_the_flame_graph_in_chromium(history, tmp_path):
-    from test_report_page import CHROMIUM, CHROMIUM_FLAGS, ROOT
+    from test_report_page import CHROMIUM, open_in_chromium
 
     from mbaphases import html as page_mod
 
@@ -109,20 +106,8 @@ def test_the_page_shows_the_functions_and_the_flame_graph_in_chromium(history, t
     summary = json.loads((tmp_path / "page" / "summary.json").read_text())
     assert summary["functions"] and {"function", "delta_total_ms", "share_of_phase_change"} <= set(summary["functions"][0])
     assert "Functions behind the flagged phases" in (tmp_path / "page" / "report.md").read_text()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "page"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
-    shot = ROOT / "test-artifacts" / "functions-page.png"
-    shot.parent.mkdir(exist_ok=True)
-    try:
-        dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'prof'}",
-                              "--virtual-time-budget=10000", "--dump-dom", url], capture_output=True, text=True, timeout=120)
-        subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'prof'}", "--window-size=1280,6000",
-                        "--virtual-time-budget=10000", f"--screenshot={shot}", url],
-                       capture_output=True, text=True, timeout=120)
-    finally:
-        server.shutdown()
+    assert CHROMIUM, "Debian's chromium is needed (scripts/run_tests.sh installs it)"
+    dom, shot = open_in_chromium(tmp_path / "page", "index.html", tmp_path, "functions-page.png", height=6000)
     body = re.search(r"<body[^>]*>", dom.stdout)
     images = len(re.findall(r"<img ", page.read_text()))
     assert body and f'data-images="{images}/{images}"' in body.group(0), dom.stderr[-2000:]

@@ -69,6 +69,29 @@ def test_page_links_from_asv_index_once(rep, tmp_path):
     assert (html_root / "mbaphases" / "raw" / "baseline" / "01-b_run1.json").is_file()
 
 
+def open_in_chromium(root, page_url: str, tmp_path, shot_name: str, height: int = 2400):
+    """Serve ``root`` over HTTP, load the page in headless Chromium: its DOM (with the browser's
+    console on stderr) and a screenshot under test-artifacts/."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/{page_url}"
+    profile = tmp_path / "chromium-profile"
+    artifacts = ROOT / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    shot = artifacts / shot_name
+    try:
+        dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
+                              "--v=0", "--virtual-time-budget=10000", "--dump-dom", url],
+                             capture_output=True, text=True, timeout=120)
+        subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size=1280,{height}",
+                        "--virtual-time-budget=10000", f"--screenshot={shot}", url],
+                       capture_output=True, text=True, timeout=120)
+    finally:
+        server.shutdown()
+    return dom, shot
+
+
 def test_page_renders_in_headless_chromium(rep, tmp_path):
     assert CHROMIUM, "Debian's chromium is needed (scripts/run_tests.sh installs it)"
     html_root = tmp_path / "html"
@@ -76,23 +99,7 @@ def test_page_renders_in_headless_chromium(rep, tmp_path):
     (html_root / "index.html").write_text("<html><body>asv</body></html>")
     page = page_mod.write_page(rep, html_root / "mbaphases")
     page_mod.link_from_asv(html_root, html_root / "mbaphases")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html_root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/mbaphases/index.html"
-    profile = tmp_path / "chromium-profile"
-    try:
-        dom = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
-                              "--v=0", "--virtual-time-budget=10000", "--dump-dom", url],
-                             capture_output=True, text=True, timeout=120)
-        artifacts = ROOT / "test-artifacts"
-        artifacts.mkdir(exist_ok=True)
-        shot = artifacts / "report-page.png"
-        subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1280,2400",
-                        "--virtual-time-budget=10000", f"--screenshot={shot}", url],
-                       capture_output=True, text=True, timeout=120)
-    finally:
-        server.shutdown()
+    dom, shot = open_in_chromium(html_root, "mbaphases/index.html", tmp_path, "report-page.png")
     body = re.search(r"<body[^>]*>", dom.stdout)
     assert body, dom.stderr[-2000:]
     images = len(re.findall(r"<img ", page.read_text()))

@@ -187,3 +187,52 @@ def test_profiled_runs_stay_outside_the_measured_ones(tmp_path):
         (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results"), "pbox", shas[ref][:8])
         key = "collector.CollectorActive.entry_time_per_million_steps"
         assert all(len(s) == 2 for s in res.get_result_samples(key, res.get_result_params(key)))
+
+
+def test_a_machine_of_other_hardware_is_never_appended_to(tmp_path):
+    """Runs stored under a machine name were measured on another CPU: `mbaphases run` refuses with
+    one line, plain asv stops before it stores anything (a failed result would replace the samples
+    asv kept), and --allow-other-hardware appends, the report then keeping the hardwares apart."""
+    import os
+    import subprocess
+
+    from asv import results as asv_results
+
+    from mbaphases.runner import load_asv_conf
+
+    suite = make_suite(tmp_path, "mba-dev")
+    (suite / "pins.toml").write_text(sides_pins(SIDES[:2], runs=1))
+    shas = generate(suite / "demo-target")
+    assert run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "hw").returncode == 0
+    for meta in (suite / "raw-runs" / "hw").glob("*/run1.meta.json"):
+        doc = json.loads(meta.read_text())
+        doc["environment"]["cpu"] = "AMD EPYC 9654"  # as if measured on another host
+        meta.write_text(json.dumps(doc))
+
+    def stored():
+        metas = sorted(str(p) for p in (suite / "raw-runs" / "hw").glob("*/run*.meta.json"))
+        (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results"), "hw", shas["main"][:8])
+        key = "collector.CollectorActive.entry_time_per_million_steps"
+        return metas, res.get_result_samples(key, res.get_result_params(key))
+
+    before = stored()
+    p = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "hw")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "AMD EPYC 9654" in p.stderr
+    # plain asv, as `mbaphases run --python` calls it for one side, without the runner's permission
+    conf = load_asv_conf(suite / "asv.conf.json")
+    (suite / "one.json").write_text(json.dumps({**conf, "branches": [shas["main"]]}))
+    env = {**os.environ, "MBAPHASES_PROFILE": "tiny", "MBAPHASES_TARGET_DIR": str(suite / ".asv" / "worktrees" / shas["main"]),
+           "MBAPHASES_COMMIT": shas["main"], "MBAPHASES_LOCK": str(suite / "formal.lock")}
+    q = subprocess.run([sys.executable, "-m", "asv", "run", "--config", "one.json", "--machine", "hw", "--record-samples",
+                        "--append-samples", "-E", f"existing:{sys.executable}", "--set-commit-hash", shas["main"],
+                        "-a", "rounds=1"], cwd=suite, env=env, capture_output=True, text=True, timeout=600)
+    assert q.returncode != 0 and "other hardware" in q.stdout + q.stderr
+    assert stored() == before, "nothing stored, nothing replaced"
+    p = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "hw",
+                      "--allow-other-hardware")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert len(stored()[0]) == 4
+    r = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--machine", "hw", "--min-runs", "1", "--quiet")
+    assert r.returncode == 1, r.stderr
+    top = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert len(top["hardware"]) == 2 and {h["verdict"] for h in top["hardware"]} <= {"PASS", "FAIL", "INCONCLUSIVE"}

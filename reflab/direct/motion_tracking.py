@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from reflab import ASSETS_DIR
-from reflab.direct.base import DirectEnv
 from reflab.mathutil import projected_gravity, quat_angle, quat_rotate_inverse
+from reflab.direct.base import DirectEnv
 
 REWARD_TERMS = (
     "joint_pos_tracking", "body_pos_tracking", "anchor_pos_tracking", "anchor_ori_tracking",

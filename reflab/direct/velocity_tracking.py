@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reflab.direct.base import DirectEnv
 from reflab.mathutil import projected_gravity, yaw_quat
+from reflab.direct.base import DirectEnv
 
 REWARD_TERMS = (
     "track_lin_vel_xy", "track_ang_vel_z", "lin_vel_z_l2", "ang_vel_xy_l2",

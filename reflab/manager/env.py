@@ -4,7 +4,9 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from reflab.manager import dev_costs
-from reflab.manager.managers import ActionManager, CommandManager, EventManager, ObservationManager, RewardManager, TerminationManager
+
+from reflab.manager.managers import (ActionManager, CommandManager, EventManager, ObservationManager,
+                                     RewardManager, TerminationManager)
 from reflab.manager.state import StateCache
 from reflab.runtime import VecEnv
 

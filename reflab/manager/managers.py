@@ -50,8 +50,7 @@ def resolve_term(env, manager: str, name: str, cfg: dict, allowed_keys: set[str]
     expected = {p for p in sig.parameters if p not in MANAGER_ARGS}
     missing, unknown = expected - set(params), set(params) - expected
     if missing or unknown:
-        raise _term_error(env, manager, name,
-                          f"{ref} takes params {sorted(expected)}; missing {sorted(missing)}, unknown {sorted(unknown)}")
+        raise _term_error(env, manager, name, f"{ref} takes params {sorted(expected)}; missing {sorted(missing)}, unknown {sorted(unknown)}")
     return Term(name, func, params, {k: v for k, v in cfg.items() if k not in ("func", "params")})
 
 

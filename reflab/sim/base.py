@@ -37,7 +37,7 @@ class ModelLayout:
     body_mass: float
 
     @classmethod
-    def from_mjcf(cls, path: Path) -> ModelLayout:
+    def from_mjcf(cls, path: Path) -> "ModelLayout":
         model = mujoco.MjModel.from_xml_path(str(path))
         slices, quats = {}, []
         for i in range(model.nsensor):
