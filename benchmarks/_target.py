@@ -413,8 +413,8 @@ def case_slug(case: str) -> str:
 
 def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: dict) -> None:
     """One extra entry run per case under the sampling profiler (py-spy, raw folded stacks, with
-    native frames where py-spy can read them, idle samples kept so the main thread's waits on the
-    physics workers count), once per side and batch. Its figures never enter a table or asv: the
+    native frames where py-spy can read them, subprocesses followed, idle samples kept so the main
+    thread's waits on the physics workers count), once per side and batch. Its figures never enter a table or asv: the
     folded stacks are kept beside the raw runs with the command that made them."""
     record = out / "profile.json"
     if record.exists():
@@ -440,7 +440,7 @@ def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: 
             continue
         for native in (True, False):
             cmd = [pyspy, "record", "--format", "raw", "--rate", str(PROFILE_RATE_HZ), "--idle", "--threads",
-                   *(["--native"] if native else []), "-o", str(folded), "--", *entry]
+                   "--subprocesses", *(["--native"] if native else []), "-o", str(folded), "--", *entry]
             p = subprocess.run(cmd, cwd=target, env=env, capture_output=True, text=True, check=False)
             row.update(command=cmd, returncode=p.returncode, native=native)
             if p.returncode == 0 and folded.is_file():
