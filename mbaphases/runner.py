@@ -405,7 +405,7 @@ def sides_for_round(sides: list[dict], open_cases: list[tuple[str, str]]) -> lis
 
 def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict, out) -> list[tuple[str, str]]:
     """(candidate, case) still INCONCLUSIVE, at the confidence per planned look; compared as the
-    report compares them (inside the batches both sides ran in)."""
+    report compares them (per hardware, inside the batches both sides ran in)."""
     from mbaphases import comparable, load
     from mbaphases import gate as gate_mod
 
@@ -416,10 +416,13 @@ def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, unti
     open_cases = []
     for cand in sides[1:]:
         side = load.load_asv_side(cand["label"], cand["sha"], results_dir, machine, repo)
-        paired_base, side, _ = comparable.pair(base, side)
-        for row in gate_mod.evaluate(paired_base, side, pins["cases"], until["threshold"], 1, {},
-                                     confidence=until["confidence"]):
-            if row["gate"] == "INCONCLUSIVE":
+        rows = []
+        for unit in comparable.by_hardware(base, [side], 1):
+            paired_base, paired, _ = comparable.pair(unit.baseline, unit.candidates[0])
+            rows += gate_mod.evaluate(paired_base, paired, pins["cases"], until["threshold"], 1, {},
+                                      confidence=until["confidence"])
+        for row in rows:
+            if row["gate"] == "INCONCLUSIVE" and (cand["label"], row["case"]) not in open_cases:
                 lo, hi = row["lower"], row["upper"]
                 span = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "n/a"
                 print(f"[until decisive] {cand['label']} {row['case']}: INCONCLUSIVE, interval {span}",

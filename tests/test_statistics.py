@@ -292,3 +292,18 @@ def test_a_side_never_gates_from_a_tolerance_wider_than_its_effect(tmp_path):
     led = ledger.ledger_table(dev, [a, both], [CASE], 0.90)
     add = ledger.additivity_table(dev, {"a": a, "both": both}, {"both": ["a"]}, led, [CASE], 0.90).iloc[0]
     assert add.additivity == "undetermined"
+
+
+def test_report_restricted_to_named_batches(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    b = batch_runs(tmp_path, "b", {"A": [1000, 1010, 995], "B": [1300, 1312, 1290]})
+    c = batch_runs(tmp_path, "c", {"A": [700, 705, 702], "B": [1248, 1260, 1240]})
+    assert cli.main(["report", "--out", "all", "--baseline-raw", *b, "--candidate-raw", *c, "--quiet"]) == 1
+    assert json.loads((tmp_path / "all" / "summary.json").read_text())["cases"][0]["gate_detail"]["strata"] == 2
+    assert cli.main(["report", "--out", "b", "--baseline-raw", *b, "--candidate-raw", *c, "--batch", "B", "--quiet"]) == 0
+    s = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert s["cases"][0]["throughput"]["baseline"]["runs"] == 3 and s["cases"][0]["gate"] == "PASS"
+    capsys.readouterr()
+    assert cli.main(["report", "--out", "x", "--baseline-raw", *b, "--candidate-raw", *c, "--batch", "Z"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--batch 'Z'" in err[0] and "valid: A, B" in err[0] and not (tmp_path / "x").exists()
