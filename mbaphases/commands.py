@@ -224,6 +224,8 @@ def _report(args) -> tuple[int, Made]:
         reference = args.reference or pins.get("reference") or cands[0].label
         if reference not in [c.label for c in cands]:
             raise UsageError(f"--reference {reference!r} is not a candidate; valid: {', '.join(c.label for c in cands)}")
+        combines = {c["label"]: c["combines"] for c in pins.get("candidates", []) if c.get("combines")}
+        history = history_order(args, pins, cands)
     led = pins.get("ledger", {})
     # never pooled across hardware: one complete comparison per hardware the sides share
     units = comparable.by_hardware(b, cands, min_runs)
@@ -234,10 +236,8 @@ def _report(args) -> tuple[int, Made]:
                              notes=stop_notes + unit.notes) for c in unit.candidates]
         overview = None
         if len(reps) > 1:
-            combines = {c["label"]: c["combines"] for c in pins.get("candidates", []) if c.get("combines")}
-            overview = report.build_overview(reps, reference, combines, history_order(args, pins, cands),
-                                             unit.candidates, led.get("additivity_margin"),
-                                             led.get("additivity_margin_ms"))
+            overview = report.build_overview(reps, reference, combines, history, unit.candidates,
+                                             led.get("additivity_margin"), led.get("additivity_margin_ms"))
         built.append((unit, reps, overview))
     stages = [Stage(out)]
     try:

@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import numbers
+import statistics
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,9 +129,10 @@ ACTIVE_STEP_PHASES = ("env_step_ms", "replay_ms", "bookkeeping_ms")
 
 def step_trend(result: dict) -> float | None:
     """Steady state of one case's measured window: the median per-step active time (env_step +
-    replay + bookkeeping) of its first third over that of its last third. Near 1 when warmup
-    reached a steady state; above 1 when the first measured steps were still slower. None
-    without per-step samples (the field's entry may keep only means)."""
+    replay + bookkeeping) of its first third over that of its last third. Near 1 in a steady
+    state; above 1 when the first measured steps were still slower, below 1 when the later ones
+    were (e.g. the envs' first resets). None without per-step samples (the field's entry may
+    keep only means)."""
     try:
         series = [result["phase_ms_per_vector_step"][k]["samples_ms"] for k in ACTIVE_STEP_PHASES]
     except (KeyError, TypeError):
@@ -142,9 +144,7 @@ def step_trend(result: dict) -> float | None:
     except (TypeError, ValueError):
         return None
     third = len(steps) // 3
-    first, last = sorted(steps[:third]), sorted(steps[-third:])
-    med_last = last[len(last) // 2] if third % 2 else (last[third // 2 - 1] + last[third // 2]) / 2
-    med_first = first[len(first) // 2] if third % 2 else (first[third // 2 - 1] + first[third // 2]) / 2
+    med_first, med_last = statistics.median(steps[:third]), statistics.median(steps[-third:])
     if not (med_last > 0 and math.isfinite(med_first)):
         return None
     return med_first / med_last

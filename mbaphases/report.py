@@ -13,6 +13,7 @@ import pandas as pd
 
 from mbaphases import comparable, profiles, tables
 from mbaphases import gate as gate_mod
+from mbaphases.interval import BOOTSTRAP_RESAMPLES
 from mbaphases.load import Side, hardware_differences
 
 SCHEMA = "mbaphases.summary/4"
@@ -28,7 +29,8 @@ DEFINITIONS = {
                    "distribution-free interval of the shift (Hodges-Lehmann of the per-run differences, by batch); "
                    f"a change whose interval contains 0 is marked {NOISE_MARK} (not distinguishable from run-to-run "
                    "noise). A part's share is its change over the sum of the parts' changes, with a stratified "
-                   "percentile bootstrap interval over runs (4000 resamples, seeded; a ratio of two noisy changes has "
+                   f"percentile bootstrap interval over runs ({BOOTSTRAP_RESAMPLES} resamples, seeded; a ratio of two "
+                   "noisy changes has "
                    "no rank interval). It is a decomposition by phase of the whole branch difference, not a measure "
                    "of 'manager overhead'.",
     "comparable": "Runs are compared only on one hardware (machine, CPU model, logical cores, RAM class, GPU): a "
