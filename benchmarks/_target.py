@@ -267,27 +267,22 @@ def refuse_other_hardware() -> None:
     stored runs were measured on other hardware stops asv there. (Failing later would make asv
     store a failed result, which replaces the samples it kept for that commit.)"""
     raw_root = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs")
-    refused = other_hardware(raw_root / machine_name() / "-", environment())
+    refused = other_hardware(raw_root / machine_name(), environment())
     if refused:
         raise RuntimeError(refused)
 
 
-def other_hardware(out_dir: Path, env: dict) -> str | None:
-    """Why this run must not be appended to the machine's results: runs already stored under
-    this machine name were measured on other hardware (None: same hardware, or none stored)."""
+def other_hardware(machine_dir: Path, env: dict) -> str | None:
+    """Why no run may be appended to this machine's results (``raw-runs/<machine>``): the runs
+    stored under its name were measured on other hardware (None: same hardware, or none stored)."""
     if os.environ.get("MBAPHASES_ALLOW_OTHER_HARDWARE") == "1":
         return None
     hw = suite_module("hardware")
-    for meta_path in sorted(out_dir.parent.glob("*/run*.meta.json")):
-        try:
-            stored = json.loads(meta_path.read_text()).get("environment") or {}
-        except (OSError, ValueError):
-            continue
-        if stored and hw.fingerprint(stored) != hw.fingerprint(env):
-            return (f"machine {out_dir.parent.name!r} holds runs measured on other hardware ({hw.text(stored)}; "
-                    f"this host: {hw.text(env)}); name another machine, or set MBAPHASES_ALLOW_OTHER_HARDWARE=1")
+    stored = hw.stored_other(machine_dir, env)
+    if stored is None:
         return None
-    return None
+    return (f"machine {Path(machine_dir).name!r} holds runs measured on other hardware ({hw.text(stored)}; "
+            f"this host: {hw.text(env)}); name another machine, or set MBAPHASES_ALLOW_OTHER_HARDWARE=1")
 
 
 CASE_LINE = re.compile(r"^\[(\d+)/(\d+)\] (\S+)")

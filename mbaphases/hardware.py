@@ -72,6 +72,18 @@ def fingerprint(env: dict) -> str:
     return hashlib.sha256(json.dumps(key(env), sort_keys=True).encode()).hexdigest()[:6]
 
 
+def stored_other(machine_dir: Path, env: dict) -> dict | None:
+    """The recorded environment of the runs stored under a machine (``raw-runs/<machine>``), when
+    their hardware is not ``env``'s; None when it is, or nothing is stored."""
+    for meta_path in sorted(Path(machine_dir).glob("*/run*.meta.json")):
+        try:
+            stored = json.loads(meta_path.read_text()).get("environment") or {}
+        except (OSError, ValueError):
+            continue
+        return stored if stored and fingerprint(stored) != fingerprint(env) else None
+    return None
+
+
 def text(env: dict) -> str:
     """The hardware in words, for notes and error lines."""
     k = key(env)

@@ -178,6 +178,13 @@ def stratified_null(sizes: list[tuple[int, int]], weights: list[int]) -> np.ndar
     return dist
 
 
+def _null_moments(sizes, weights) -> tuple[float, float]:
+    """Mean and standard deviation of T = sum_s w_s U_s under no shift (its normal approximation)."""
+    mean = sum(wt * mb * nc for (mb, nc), wt in zip(sizes, weights)) / 2
+    sd = math.sqrt(sum(wt * wt * mb * nc * (mb + nc + 1) / 12 for (mb, nc), wt in zip(sizes, weights)))
+    return mean, sd
+
+
 def stratified_acceptance(sizes, weights, confidence: float) -> tuple[float, float, str] | None:
     """(t_lo, coverage, method): T in [t_lo, total - t_lo] is accepted, with coverage
     1 - 2 P(T < t_lo) >= confidence, t_lo as large as that allows (> 0: else no interval)."""
@@ -192,8 +199,7 @@ def stratified_acceptance(sizes, weights, confidence: float) -> tuple[float, flo
         return float(t_lo), float(1 - 2 * below[t_lo]), "exact"
     from scipy.stats import norm
 
-    mean = sum(wt * mb * nc for (mb, nc), wt in zip(sizes, weights)) / 2
-    sd = math.sqrt(sum(wt * wt * mb * nc * (mb + nc + 1) / 12 for (mb, nc), wt in zip(sizes, weights)))
+    mean, sd = _null_moments(sizes, weights)
     t_lo = mean - norm.ppf(0.5 + confidence / 2) * sd
     return (t_lo, confidence, "normal") if t_lo > 0 else None
 
@@ -215,8 +221,7 @@ def stratified_p_less(blocks: list[tuple], threshold: float) -> float | None:
         return float(dist[: int(math.floor(t + 1e-9)) + 1].sum())
     from scipy.stats import norm
 
-    mean = sum(wt * mb * nc for (mb, nc), wt in zip(sizes, weights)) / 2
-    sd = math.sqrt(sum(wt * wt * mb * nc * (mb + nc + 1) / 12 for (mb, nc), wt in zip(sizes, weights)))
+    mean, sd = _null_moments(sizes, weights)
     return float(norm.cdf((t + 0.5 - mean) / sd))
 
 

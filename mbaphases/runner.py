@@ -119,16 +119,11 @@ def check_same_hardware(raw_dir: Path, machine: str) -> None:
     from mbaphases import hardware
 
     here = hardware.describe()
-    for meta_path in sorted((raw_dir / machine).glob("*/run*.meta.json")):
-        try:
-            stored = json.loads(meta_path.read_text()).get("environment") or {}
-        except (OSError, ValueError):
-            continue
-        if stored and hardware.fingerprint(stored) != hardware.fingerprint(here):
-            raise UsageError(f"--machine {machine}: its runs were measured on other hardware ({hardware.text(stored)}; "
-                             f"this host: {hardware.text(here)}); name another machine, or pass "
-                             "--allow-other-hardware to append anyway (the report then gates each hardware apart)")
-        return
+    stored = hardware.stored_other(raw_dir / machine, here)
+    if stored is not None:
+        raise UsageError(f"--machine {machine}: its runs were measured on other hardware ({hardware.text(stored)}; "
+                         f"this host: {hardware.text(here)}); name another machine, or pass "
+                         "--allow-other-hardware to append anyway (the report then gates each hardware apart)")
 
 
 def ensure_machine(conf: Path, machine: str) -> None:
