@@ -102,7 +102,7 @@ def _run(args) -> int:
         return 0
     if args.command == "run":
         from mbaphases import pins as pins_mod
-        from mbaphases import runner
+        from mbaphases import published, runner
 
         pins = pins_mod.load(Path(args.pins), args.profile)
         if args.baseline:
@@ -112,7 +112,13 @@ def _run(args) -> int:
         conf = Path(args.config)
         if not conf.is_file():
             raise UsageError(f"asv config {conf} not found")
-        if args.field_repo:
+        if published.is_published(pins):
+            if args.field_repo:
+                raise UsageError("--field-repo with a [published] pins file: the published target's sides are what "
+                                 "its pins install; give one or the other")
+            # the sides' pin repository (one commit per side: its lock, entry and assets), then asv as usual
+            conf = published.asv_conf(pins, conf.resolve().parent, published.generate(pins, conf.resolve().parent))
+        elif args.field_repo:
             # asv resolves relative paths against the config's folder: the copy sits beside it
             template = conf.parent / "asv.field.conf.json"
             if not template.is_file():

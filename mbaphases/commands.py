@@ -250,7 +250,7 @@ def _report(args) -> tuple[int, Made]:
         if len(built) > 1:
             report.write_hardware_index(built, stages[0].dir)
             if html_dir is not None:
-                from mbaphases.html import write_hardware_page
+                from mbaphases.page import write_hardware_page
 
                 write_hardware_page(built, stages[1].dir)
     except BaseException:
@@ -263,7 +263,7 @@ def _report(args) -> tuple[int, Made]:
     made = Made(loaded, pins_path, exc_path, reference, overview.history if overview is not None else None)
     page = None
     if html_dir is not None:
-        from mbaphases.html import link_from_asv
+        from mbaphases.page import link_from_asv
 
         page = html_dir / "index.html"
         link_from_asv(html_dir.parent, html_dir)
@@ -304,7 +304,7 @@ def _write_outputs(reps, overview, out: Path, html_dir: Path | None) -> None:
         for rep in reps:
             report.write(rep, out / report.slug(rep.candidate.label))
     if html_dir is not None:
-        from mbaphases.html import write_overview_page, write_page
+        from mbaphases.page import write_overview_page, write_page
 
         if overview is None:
             write_page(reps[0], html_dir)

@@ -8,6 +8,7 @@ and what is valid.
 from __future__ import annotations
 
 import math
+import re
 import os
 import tomllib
 from pathlib import Path
@@ -18,8 +19,13 @@ from mbaphases.errors import UsageError
 
 _POSITIVE_INT = {"type": "integer", "minimum": 1}
 _THRESHOLD = {"type": "number", "exclusiveMinimum": 0, "finite": True}
-_SIDE = {"type": "object", "required": ["ref", "label"], "additionalProperties": False,
-         "properties": {"ref": {"type": "string", "minLength": 1}, "label": {"type": "string", "minLength": 1}}}
+_REQUIREMENTS = {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*(\\[.*\\])?\\s*(==|>=|<=|~=|!=|<|>|@).+$"}}
+# a side is a commit of the target repository (ref) or, for a [published] target, what to install
+_SIDE = {"type": "object", "required": ["label"], "additionalProperties": False,
+         "anyOf": [{"required": ["ref"]}, {"required": ["install"]}],
+         "properties": {"ref": {"type": "string", "minLength": 1}, "label": {"type": "string", "minLength": 1},
+                        "install": {"type": "string", "minLength": 1}, "overrides": _REQUIREMENTS,
+                        "swap": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*==.+$"}}}}
 _CANDIDATE = {**_SIDE, "properties": {**_SIDE["properties"], "combines": {
     "type": "array", "items": {"type": "string"}, "uniqueItems": True}}}
 PROFILE_KEYS = ("num_envs", "warmup_steps", "measure_steps", "replay_capacity_steps", "torch_threads")
@@ -47,6 +53,10 @@ PINS_SCHEMA = {
             "extras": {"type": "array", "items": {"type": "string", "minLength": 1}},
             "python": {"type": "string", "pattern": "^3\\.[0-9]+$"},
             "prepare": {"type": "string"}, "package": {"type": "string", "minLength": 1}}},
+        # the field's published framework: sides name what to install (mbaphases.published)
+        "published": {"type": "object", "additionalProperties": False, "properties": {
+            "repo": {"type": "string", "minLength": 1}, "python": {"type": "string", "pattern": "^3\\.[0-9]+$"},
+            "overrides": _REQUIREMENTS, "assets": {"type": "string", "minLength": 1}}},
         "ledger": {"type": "object", "additionalProperties": False, "properties": {
             "additivity_margin": {"type": "number", "exclusiveMinimum": 0, "finite": True},
             "additivity_margin_ms": {"type": "number", "exclusiveMinimum": 0, "finite": True}}},
@@ -161,7 +171,19 @@ def normalize_sides(doc: dict, what: str) -> dict:
                 raise UsageError(f"{what}: {c['label']!r} combines {other!r}, which is not another candidate; "
                                  f"valid: {', '.join(n for n in names if n != c['label'])}")
     doc["candidates"], doc["reference"] = cands, ref
+    for side in [doc["baseline"], *cands]:
+        if "install" in side and "published" not in doc:
+            raise UsageError(f"{what}: side {side['label']!r} names what to install, which needs a [published] "
+                             "table (the target that installs sides)")
+        if "ref" not in side:
+            # the side's commit in the generated pin repository
+            side["ref"] = published_tag(side["label"])
     return doc
+
+
+def published_tag(label: str) -> str:
+    """The tag of a published side's commit in the pin repository (mbaphases.published)."""
+    return "side/" + re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")
 
 
 def load_exceptions_doc(path: Path) -> dict:

@@ -31,9 +31,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+# standard library only, like this module: both run with a target environment's python
+from mbaphases import assets
+
 SUITE_DIR = Path(__file__).resolve().parents[1]
 PLUGIN_DIR = SUITE_DIR / "asv-plugin"
 INSTALL_RECORD = "mbaphases-install.json"
+PINNED_LOCK = "requirements.lock"  # a published side's exact package list (mbaphases.published)
+# asv's own packages in every environment, kept when a side's environment is made its lock
+HARNESS = {"asv-runner", "asv-bench-mbaphases", "pip", "setuptools", "wheel", "uv", "virtualenv"}
 
 
 class TargetError(Exception):
@@ -87,7 +93,9 @@ def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | Non
         _run([uv, "pip", "install", "--python", str(python), str(PLUGIN_DIR)], "installing the asv benchmark type")
     record = {"commit": commit, "extras": extras}
     lock = checkout / "uv.lock"
-    if lock.is_file():
+    if (checkout / PINNED_LOCK).is_file():
+        record.update(_install_pinned_lock(uv, python, checkout, commit))
+    elif lock.is_file():
         reqs = env_dir / "lock-requirements.txt"
         extra_args = [a for e in extras for a in ("--extra", e)]
         _run([uv, "export", "--frozen", "--no-hashes", "--no-emit-project", *extra_args, "-o", str(reqs)],
@@ -124,6 +132,50 @@ def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | Non
         record["prepared"] = prepare
     (env_dir / INSTALL_RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def _canonical(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(".", "-")
+
+
+def _install_pinned_lock(uv: str, python: Path, checkout: Path, commit: str) -> dict:
+    """A side of the published target (mbaphases.published): the environment becomes exactly its
+    lock (every package at its locked version, installed without resolving again; what the lock
+    does not hold is removed, except asv's own harness), then the assets are placed."""
+    lock = checkout / PINNED_LOCK
+    wanted = {_canonical(ln.split("==")[0].split(" @ ")[0]) for ln in lock.read_text().splitlines()
+              if ln.strip() and not ln.startswith("#")}
+    freeze = _run([uv, "pip", "freeze", "--python", str(python)], "listing the installed packages")
+    extra = sorted({line.split("==")[0].split(" @ ")[0] for line in freeze.splitlines() if line.strip()}, key=str.lower)
+    extra = [n for n in extra if _canonical(n) not in wanted and _canonical(n) not in HARNESS]
+    if extra:
+        _run([uv, "pip", "uninstall", "--python", str(python), *extra], f"removing what {commit[:12]}'s lock lacks")
+    _run([uv, "pip", "install", "--python", str(python), "--no-deps", "-r", str(lock)],
+         f"installing {commit[:12]}'s locked packages")
+    record = {"installer": "requirements.lock (exact, no resolution)",
+              "lock_sha256": hashlib.sha256(lock.read_bytes()).hexdigest(), "removed": extra}
+    side = checkout / "side.json"
+    if side.is_file():
+        record["side"] = json.loads(side.read_text()).get("definition")
+    manifest = checkout / "assets.json"
+    if manifest.is_file():
+        root = _package_dir(python, "unilab")
+        if root is None:
+            raise TargetError(f"{commit[:12]}: the lock installs no unilab package to place the assets in")
+        try:
+            record["assets"] = assets.place(root / "assets", SUITE_DIR / ".asv" / "assets",
+                                            json.loads(manifest.read_text()))
+        except assets.AssetError as e:
+            raise TargetError(str(e)) from None
+    return record
+
+
+def _package_dir(python: Path, package: str) -> Path | None:
+    """Where a package is installed in an environment, found without importing it."""
+    p = subprocess.run([str(python), "-c", "import importlib.util as u, sys; s = u.find_spec(sys.argv[1]); "
+                        "print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')",
+                        package], capture_output=True, text=True, check=False)
+    return Path(p.stdout.strip()) if p.returncode == 0 and p.stdout.strip() else None
 
 
 def _project_name(checkout: Path) -> str:

@@ -97,7 +97,7 @@ def test_mba_dev_against_main_names_the_functions_of_its_three_costs(history):
 def test_the_page_shows_the_functions_and_the_flame_graph_in_chromium(history, tmp_path):
     from test_report_page import CHROMIUM, open_in_chromium
 
-    from mbaphases import html as page_mod
+    from mbaphases import page as page_mod
 
     rep = report.build(side(history, "main"), side(history, "mba-dev"), min_runs=RUNS, input_kind="raw entry JSON")
     assert len(rep.functions) and CASE in rep.flames

@@ -11,7 +11,7 @@ import entry_docs as E
 import matplotlib.pyplot as plt
 import pytest
 
-from mbaphases import html as page_mod
+from mbaphases import page as page_mod
 from mbaphases import load, plots, report
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,0 +1,218 @@
+"""The field's published framework as a target: sides that name what to install.
+
+A side of this target is a requirement (a release, ``unilab[mujoco,motrix]==1.5.2``, or any
+requirement uv can resolve, such as a commit of a checkout of the framework's repository),
+optionally with dependency overrides (uv's override semantics: a declared pin that cannot be
+met here, such as the NumPy-era releases' ``torch<2.12``) and swaps (the field's own practice:
+the same lock with one package replaced, installed without dependencies, so everything else
+stays identical).
+
+Sides stay commits with labels, as everywhere in the suite: this module generates a small pin
+repository, one commit per side on one first-parent line (pins order), each holding the side's
+definition (``pyproject.toml``, ``side.json``), its lock (``requirements.lock``: every package
+with its version, resolved once and reused while the side's definition is unchanged), the asset
+manifest and the suite's collector entry at the field's entry path. asv then builds, stores and
+publishes them like any commit, and the install step (mbaphases.targets) makes each side's
+environment exactly its lock, with the assets placed (mbaphases.assets).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from mbaphases import assets, inputs, targets
+from mbaphases.errors import UsageError
+
+ENTRY_SOURCE = Path(__file__).with_name("unilab_entry.py")
+ENTRY_PATH = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
+PACKAGE = "mbaphases-side"
+MARKER = "mbaphases-published-sides"  # in .git: a pin repository this suite made (and may replace)
+DEFAULT_OVERRIDES = ("torch==2.13.0+cpu",)  # the CPU build; anything else pulls a multi-GB CUDA build
+TAG_PREFIX = "side/"
+tag_for = inputs.published_tag
+
+
+def is_published(pins: dict) -> bool:
+    return "published" in pins
+
+
+def side_definitions(pins: dict) -> list[dict]:
+    """Every side with what it installs (baseline first, then the candidates in pins order)."""
+    settings = pins["published"]
+    common = list(settings.get("overrides", DEFAULT_OVERRIDES))
+    out = []
+    for role, side in [("baseline", pins["baseline"])] + [("candidate", c) for c in pins["candidates"]]:
+        if "install" not in side:
+            raise UsageError(f"pins: side {side['label']!r} names no install (a requirement such as "
+                             "'unilab[mujoco,motrix]==1.5.2'); every side of a [published] target needs one")
+        own = list(side.get("overrides", []))
+        names = {_name(o) for o in own}
+        out.append({"role": role, "label": side["label"], "install": side["install"],
+                    "overrides": [o for o in common if _name(o) not in names] + own,
+                    "swap": list(side.get("swap", [])), "python": settings.get("python", "3.11")})
+    return out
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _uv(*args: str, what: str) -> str:
+    p = subprocess.run([targets.uv_binary(), *args], capture_output=True, text=True, check=False,
+                       env={**os.environ, **targets.uv_env()})
+    if p.returncode != 0:
+        said = [ln.strip() for ln in (p.stderr or p.stdout).splitlines() if ln.strip()]
+        # uv explains an unsatisfiable resolution over several lines; its first says what failed
+        reason = next((ln for ln in said if "because" in ln or "No solution" in ln or "not found" in ln.lower()),
+                      said[-1] if said else "no output")
+        raise UsageError(f"{what}: {reason.lstrip('×╰─▶ ').strip()}")
+    return p.stdout
+
+
+def resolve_lock(side: dict) -> str:
+    """The side's full pinned package list: its requirement with the overrides, then the swaps."""
+    with tempfile.TemporaryDirectory() as tmp:
+        req, ovr = Path(tmp) / "requirements.in", Path(tmp) / "overrides.txt"
+        req.write_text(side["install"] + "\n")
+        ovr.write_text("".join(o + "\n" for o in side["overrides"]))
+        text = _uv("pip", "compile", str(req), "--override", str(ovr), "--python-version", side["python"],
+                   "--no-header", "--no-annotate", "--quiet",
+                   what=f"side {side['label']!r}: cannot resolve {side['install']} with overrides "
+                        f"{', '.join(side['overrides']) or 'none'}")
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    for swap in side["swap"]:
+        name = _name(swap)
+        hits = [i for i, ln in enumerate(lines) if _name(ln) == name]
+        if not hits:
+            raise UsageError(f"side {side['label']!r}: swap {swap!r} names a package its lock does not hold; "
+                             f"valid: {', '.join(sorted(_name(ln) for ln in lines))}")
+        with tempfile.TemporaryDirectory() as tmp:
+            one = Path(tmp) / "swap.in"
+            one.write_text(swap + "\n")
+            _uv("pip", "compile", str(one), "--no-deps", "--python-version", side["python"], "--quiet",
+                what=f"side {side['label']!r}: swap {swap}")
+        lines[hits[0]] = swap
+    return "".join(ln + "\n" for ln in lines)
+
+
+def _definition(side: dict) -> dict:
+    return {k: side[k] for k in ("label", "install", "overrides", "swap", "python")}
+
+
+def _existing_locks(repo: Path) -> dict[str, str]:
+    """Locks already resolved in a pin repository made before, by side definition: a lock is
+    resolved once and reused while its side's definition is unchanged."""
+    if not (repo / ".git" / MARKER).is_file():
+        return {}
+    p = subprocess.run(["git", "-C", str(repo), "tag", "--list", f"{TAG_PREFIX}*"], capture_output=True, text=True,
+                       check=False)
+    out = {}
+    for tag in p.stdout.split():
+        got = [subprocess.run(["git", "-C", str(repo), "show", f"{tag}:{name}"], capture_output=True, text=True,
+                              check=False) for name in ("side.json", "requirements.lock")]
+        if all(g.returncode == 0 for g in got):
+            definition = json.loads(got[0].stdout).get("definition")
+            out[json.dumps(definition, sort_keys=True)] = got[1].stdout
+    return out
+
+
+def _pyproject(side: dict) -> str:
+    def arr(xs):
+        return "[" + ", ".join(json.dumps(x) for x in xs) + "]"
+
+    return (f"# {side['label']}: what this side installs (generated by mbaphases; the lock is requirements.lock)\n"
+            f"[project]\nname = \"{PACKAGE}\"\nversion = \"0\"\nrequires-python = \"=={side['python']}.*\"\n"
+            f"dependencies = {arr([side['install']])}\n\n[tool.uv]\n"
+            f"override-dependencies = {arr(side['overrides'] + side['swap'])}\n")
+
+
+def _git(repo: Path, *args: str, env: dict | None = None) -> str:
+    p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False,
+                       env={**os.environ, **(env or {})})
+    if p.returncode != 0:
+        raise UsageError(f"git {' '.join(args)} in {repo}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
+    return p.stdout.strip()
+
+
+def generate(pins: dict, suite_dir: Path, out=sys.stdout) -> Path:
+    """The pin repository for the pins' sides (``[published] repo``, default published-sides/):
+    one commit per side on ``main``, tagged ``side/<label>``. Deterministic: the same definitions
+    and locks give the same SHAs. Returns its path; sets each side's ``ref`` to its tag."""
+    settings = pins["published"]
+    repo = (suite_dir / settings.get("repo", "published-sides")).resolve()
+    if repo.exists() and any(repo.iterdir()) and not (repo / ".git" / MARKER).is_file():
+        raise UsageError(f"[published] repo {repo} exists and was not made by mbaphases; name another folder")
+    manifest_path = Path(settings.get("assets", assets.MANIFEST))
+    if not manifest_path.is_absolute():
+        manifest_path = suite_dir / manifest_path
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        # every asset present and unaltered before anything is measured
+        assets.fetch(suite_dir / ".asv" / "assets", manifest)
+    except OSError as e:
+        raise UsageError(f"[published] assets {manifest_path}: {e.strerror}") from None
+    except assets.AssetError as e:
+        raise UsageError(str(e)) from None
+    sides = side_definitions(pins)
+    known = _existing_locks(repo)
+    work = Path(tempfile.mkdtemp(prefix="published-sides-", dir=suite_dir / ".asv" if (suite_dir / ".asv").is_dir()
+                                 else None))
+    try:
+        _git(work, "init", "-q", "-b", "main")
+        for i, side in enumerate(sides):
+            key = json.dumps(_definition(side), sort_keys=True)
+            lock = known.get(key)
+            print(f"{side['role']:<9} {side['label']}: {side['install']}"
+                  + (f" (overrides {', '.join(side['overrides'])})" if side["overrides"] else "")
+                  + (f" (swap {', '.join(side['swap'])})" if side["swap"] else "")
+                  + ("; lock reused" if lock else "; resolving its lock"), file=out, flush=True)
+            if lock is None:
+                lock = resolve_lock(side)
+            for old in work.iterdir():
+                if old.name != ".git":
+                    shutil.rmtree(old) if old.is_dir() else old.unlink()
+            (work / "pyproject.toml").write_text(_pyproject(side))
+            (work / "requirements.lock").write_text(lock)
+            (work / "side.json").write_text(json.dumps({"definition": _definition(side),
+                                                        "resolved_with": _uv("--version", what="uv").strip()},
+                                                       indent=2) + "\n")
+            (work / "assets.json").write_text(json.dumps(manifest, indent=1) + "\n")
+            entry = work / ENTRY_PATH
+            entry.parent.mkdir(parents=True)
+            shutil.copyfile(ENTRY_SOURCE, entry)
+            _git(work, "add", "-A")
+            date = f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00"
+            ident = {"GIT_AUTHOR_NAME": "mbaphases", "GIT_AUTHOR_EMAIL": "mbaphases@localhost",
+                     "GIT_COMMITTER_NAME": "mbaphases", "GIT_COMMITTER_EMAIL": "mbaphases@localhost",
+                     "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+            _git(work, "commit", "-q", "--allow-empty", "-m", side["label"], env=ident)
+            _git(work, "tag", "-f", tag_for(side["label"]))
+        (work / ".git" / MARKER).write_text("made by mbaphases.published; replaced on every run\n")
+        if repo.exists():
+            # commits measured before stay reachable: the new line is fetched into the old repository
+            _git(repo, "fetch", "-q", "--force", "--update-head-ok", str(work), "+refs/heads/main:refs/heads/main",
+                 "+refs/tags/*:refs/tags/*")
+            _git(repo, "reset", "-q", "--hard", "main")
+        else:
+            repo.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(work), str(repo))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for side_pins in [pins["baseline"], *pins["candidates"]]:
+        side_pins["ref"] = tag_for(side_pins["label"])
+    return repo
+
+
+def asv_conf(pins: dict, suite_dir: Path, repo: Path) -> Path:
+    """asv config for the pin repository: the field template with this target's install step."""
+    from mbaphases import runner
+
+    out = suite_dir / "asv.published.resolved.conf.json"
+    return runner.field_conf(suite_dir / "asv.field.conf.json", str(repo), PACKAGE, out,
+                             {"python": pins["published"].get("python", "3.11")})
