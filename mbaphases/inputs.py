@@ -8,8 +8,8 @@ and what is valid.
 from __future__ import annotations
 
 import math
-import re
 import os
+import re
 import tomllib
 from pathlib import Path
 
@@ -19,7 +19,8 @@ from mbaphases.errors import UsageError
 
 _POSITIVE_INT = {"type": "integer", "minimum": 1}
 _THRESHOLD = {"type": "number", "exclusiveMinimum": 0, "finite": True}
-_REQUIREMENTS = {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*(\\[.*\\])?\\s*(==|>=|<=|~=|!=|<|>|@).+$"}}
+_REQUIREMENT = "^[A-Za-z0-9][A-Za-z0-9._-]*(\\[.*\\])?\\s*(==|>=|<=|~=|!=|<|>|@).+$"  # a name and a version or URL
+_REQUIREMENTS = {"type": "array", "items": {"type": "string", "pattern": _REQUIREMENT}}
 # a side is a commit of the target repository (ref) or, for a [published] target, what to install
 _SIDE = {"type": "object", "required": ["label"], "additionalProperties": False,
          "anyOf": [{"required": ["ref"]}, {"required": ["install"]}],

@@ -444,6 +444,11 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
             raw_doc, had_nan = _entry_json(read_text(raw_json, "raw run"), raw_json)
             if had_nan and not any("bare NaN" in n for n in side.notes):
                 side.notes.append(f"{raw_json}: bare NaN in the entry's JSON read as null (the field writes them)")
+            for fix in (raw_doc.get("provenance") or {}).get("config_fixes") or []:
+                note = (f"config fix {fix['name']} applied to {fix['case']} (releases {fix['releases']}): "
+                        f"{' '.join(fix['overrides'])}; {fix['reason']}")
+                if note not in side.notes:
+                    side.notes.append(note)
             values, _, a = entry_run_values(raw_doc, str(raw_json))
             _merge_alignment(align, a, str(raw_json))
             # asv stores no steady-state check: it comes from the raw run either way

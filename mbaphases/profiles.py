@@ -23,6 +23,7 @@ native addresses between runs, so they are dropped.
 """
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import rust_demangler
 
 # the reference target's phase functions, as the entry times them (reflab/runtime.py);
 # "name@file" pins a name to a file where it is not unique
@@ -47,17 +49,42 @@ _ADDRESS = re.compile(r"^0x[0-9a-f]+ \((.*)\)$")
 _FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
 
 
+# the escapes of Rust's legacy mangling, left in a symbol that a C++ demangler has already split
+_RUST_ESCAPES = {"$LT$": "<", "$GT$": ">", "$RF$": "&", "$BP$": "*", "$SP$": "@", "$LP$": "(", "$RP$": ")",
+                 "$C$": ",", "$u20$": " ", "$u27$": "'", "$u5b$": "[", "$u5d$": "]", "$u7b$": "{", "$u7d$": "}",
+                 "$u7e$": "~", "..": "::"}
+_RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+
+
+def demangle(name: str) -> str:
+    """A native frame's readable name: Rust symbols (v0 ``_R...`` and legacy ``_ZN...E``) through
+    rust-demangler; a legacy Rust symbol that py-spy's C++ demangler has already split keeps only
+    Rust's own escapes, which are undone; C++ names arrive demangled."""
+    candidate = name.split(" ", 1)[0]
+    if candidate.startswith(("_R", "_ZN")):
+        try:
+            return _RUST_HASH.sub("", rust_demangler.demangle(candidate)) + name[len(candidate):]
+        except Exception:  # noqa: BLE001 - not a Rust symbol after all: kept as py-spy wrote it
+            return name
+    if "$LT$" in name or "$GT$" in name or "$u20$" in name or "$RF$" in name:
+        out = name[1:] if name.startswith("_$") else name
+        for escape, char in _RUST_ESCAPES.items():
+            out = out.replace(escape, char)
+        return _RUST_HASH.sub("", out)
+    return name
+
+
 def normalize(frame: str) -> str:
     """'Backend.step (reflab/sim/base.py:115)' -> 'Backend.step (base.py)';
-    '0x7f1b28ca3f16 (libc.so.6)' -> '[libc.so.6]'."""
+    '0x7f1b28ca3f16 (libc.so.6)' -> '[libc.so.6]'; Rust symbols demangled."""
     frame = frame.strip()
     m = _ADDRESS.match(frame)
     if m:
         return f"[{Path(m.group(1)).name}]"
     m = _FRAME.match(frame)
     if not m:
-        return frame
-    return f"{m.group('name')} ({Path(m.group('file')).name})"
+        return demangle(frame)
+    return f"{demangle(m.group('name'))} ({Path(m.group('file')).name})"
 
 
 def _matches(frame: str, pattern: str) -> bool:
@@ -208,7 +235,7 @@ def _frac(tree: dict, path: tuple[str, ...]) -> float:
 
 
 def _esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    return html.escape(text, quote=True)
 
 
 def flame_svg(title: str, base: CaseProfile, cand: CaseProfile, base_active_ms: float, cand_active_ms: float,
@@ -246,11 +273,13 @@ def flame_svg(title: str, base: CaseProfile, cand: CaseProfile, base_active_ms: 
         shade = int(255 - 200 * t)
         fill = f"rgb(255,{shade},{shade})" if delta > 0 else f"rgb({shade},{shade},255)"
         y = 16 + depth * row
-        label = _esc(name) if w > 40 else ""
+        # cut first, then escaped: a label cut after escaping can end inside an entity
+        fits = int(w / 7)
+        label = _esc(name if len(name) <= fits else name[: max(fits - 1, 0)] + "…") if w > 40 else ""
         out.append(f'<g><title>{_esc(name)}: {ms:.3f} ms per vector step on the candidate, {delta:+.3f} ms '
                    f'against the baseline</title><rect x="{x:.1f}" y="{y}" width="{max(w - 0.5, 0.5):.1f}" '
                    f'height="{row - 1}" fill="{fill}" stroke="#ccc" stroke-width="0.3"/>'
-                   + (f'<text x="{x + 2:.1f}" y="{y + row - 4}" clip-path="none">{label[: int(w / 7)]}</text>'
+                   + (f'<text x="{x + 2:.1f}" y="{y + row - 4}" clip-path="none">{label}</text>'
                       if label else "") + "</g>")
     out.append("</svg>")
     return "\n".join(out)

@@ -110,6 +110,20 @@ def environment_table(b: Side, c: Side) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def package_differences(b: Side, c: Side) -> str | None:
+    """The installed packages that differ between the sides' environments, in one line (None when
+    an environment records no package list)."""
+    pb = ((b.environment or {}).get("install") or {}).get("installed")
+    pc = ((c.environment or {}).get("install") or {}).get("installed")
+    if not pb or not pc:
+        return None
+    changed = [f"{n} {pb.get(n, 'absent')} → {pc.get(n, 'absent')}" for n in sorted(set(pb) | set(pc), key=str.lower)
+               if pb.get(n) != pc.get(n)]
+    if not changed:
+        return "installed packages: identical"
+    return f"installed packages: differ {'only ' if len(changed) <= 3 else ''}in {'; '.join(changed)}"
+
+
 def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptions=None,
           dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv",
           cross_machine: bool = False, confidence: float = gate_mod.DEFAULT_CONFIDENCE,
@@ -117,6 +131,9 @@ def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptio
     # only the batches both sides ran in are compared (mbaphases.comparable)
     b, c, batch_notes = comparable.pair(b, c)
     notes = list(notes or []) + batch_notes
+    packages = package_differences(b, c)
+    if packages:
+        notes.append(packages)
     cases = tables.case_order(b, c, pinned_cases)
     thr = tables.throughput_table(b, c, cases)
     disp = tables.dispersion_table(b, c, cases, dispersion_limit)

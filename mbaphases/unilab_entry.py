@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from statistics import mean, median, pstdev
@@ -363,7 +363,8 @@ def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_ste
         replay.close()
     # the field's two runtimes: a manager-based env class, or a hand-written (direct) one
     manager_based = any("ManagerBased" in k.__name__ for k in type(env).__mro__)
-    return {"samples": samples, "cpu_pct": cpu_pct, "runtime": "mba" if manager_based else "direct", "obs_dim": int(obs_dim), "critic_dim": int(critic_dim),
+    return {"samples": samples, "cpu_pct": cpu_pct, "runtime": "mba" if manager_based else "direct",
+            "obs_dim": int(obs_dim), "critic_dim": int(critic_dim),
             "action_dim": action_dim, "completed_episodes": len(finished_returns)}
 
 
@@ -372,13 +373,15 @@ def config_hash(resolved: dict) -> str:
 
 
 def case_result(case: str, cfg, measured: dict, num_envs: int, warmup: int, measure: int, replay_steps: int,
-                fixes: list[ConfigFix], era: Era, command: str) -> dict:
+                overrides: list[str], fixes: list[ConfigFix], era: Era, command: str) -> dict:
     from omegaconf import OmegaConf
 
     algo, task, sim = case.split("/")
     s = measured["samples"]
     total_active_ms = sum(sum(s[k]) for k in ACTIVE_PHASES)
     resolved = OmegaConf.to_container(cfg, resolve=True)
+    identity = {"case": case, "num_envs": num_envs, "replay_capacity_steps": replay_steps, "warmup_steps": warmup,
+                "measure_steps": measure, "overrides": list(overrides)}
     env_timing = {k: timing_stats(s[k]) for k in (*ENV_TIMING_KEYS, "reset_done_count") if len(s[k]) == measure}
     physics = timing_stats(s["physics_ms"]) if len(s["physics_ms"]) == measure else None
     overhead = (timing_stats([e - p for e, p in zip(s["env_step_ms"], s["physics_ms"])]) if physics else None)
@@ -395,7 +398,10 @@ def case_result(case: str, cfg, measured: dict, num_envs: int, warmup: int, meas
                  "action_dim": measured["action_dim"],
                  "env_steps_per_sync": int(cfg.training.get("env_steps_per_sync", 1) or 1),
                  "runtime": measured["runtime"],
-                 "config_hash": config_hash(resolved), "resolved_config": resolved,
+                 # what the suite sets of the case: two sides of this target are aligned on it; the
+                 # release's own composed config is part of what a side is (compared, not aligned)
+                 "config_hash": config_hash(identity), "resolved_config": identity,
+                 "framework_config_hash": config_hash(resolved), "framework_config": resolved,
                  "config_fixes": [f.name for f in fixes]},
         "warmup_steps": warmup, "measure_steps": measure, "total_active_ms": total_active_ms,
         "collector_active_steps_per_sec": num_envs * measure / (total_active_ms / 1000.0),
@@ -563,7 +569,7 @@ def run(argv=None) -> int:
             measured = run_case(era, env, args.num_envs, args.warmup_steps, args.measure_steps,
                                 args.replay_capacity_steps, args.seed)
             results.append(case_result(case, cfg, measured, args.num_envs, args.warmup_steps, args.measure_steps,
-                                       args.replay_capacity_steps, fixes, era, command))
+                                       args.replay_capacity_steps, args.override, fixes, era, command))
         except UsageError:
             raise
         except Exception as e:  # a failing case is reported with the framework's own error, never dropped
@@ -580,7 +586,7 @@ def run(argv=None) -> int:
                     pass
     applied = sorted({n for r in results for n in r["case"]["config_fixes"]})
     doc = {
-        "created_at": datetime.now(timezone.utc).isoformat(),
+        "created_at": datetime.now(UTC).isoformat(),
         "benchmark": BENCHMARK,
         "definition": DEFINITION,
         "device": {"type": "cpu", "torch_threads": str(threads)},

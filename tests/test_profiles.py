@@ -114,3 +114,50 @@ def test_the_page_shows_the_functions_and_the_flame_graph_in_chromium(history, t
     assert 'data-errors="0"' in body.group(0) and 'class="flame"' in dom.stdout
     assert "StateCache.reread" in dom.stdout or "Backend.read_fresh" in dom.stdout
     assert shot.stat().st_size > 50000
+
+
+def test_every_written_svg_and_page_parses(history, tmp_path):
+    from xml.etree import ElementTree
+
+    from mbaphases import page as page_mod
+
+    rep = report.build(side(history, "main"), side(history, "mba-dev"), min_runs=RUNS, input_kind="raw entry JSON")
+    page_mod.write_page(rep, tmp_path / "page")
+    svgs = list((tmp_path / "page").rglob("*.svg"))
+    assert svgs
+    for path in svgs:
+        ElementTree.parse(path)  # well-formed, or a browser shows nothing
+    assert "functions.csv" in {p.name for p in (tmp_path / "page").iterdir()}
+
+
+NATIVE = [
+    # as py-spy --native records them from MotrixSim (Rust, v0 and legacy mangling) and pybind11 (C++ templates)
+    "_RNvMNtNtNtNtCs75vJTIYSa2J_3std3sys4sync7condvar5futexNtB2_7Condvar4wait (libmotrixsim.so)",
+    "_$LT$pyo3..pycell..PyRef$LT$T$GT$$u20$as$u20$pyo3..conversion..FromPyObject$GT$::extract_bound::h0123456789abcdef "
+    "(motrixsim.abi3.so)",
+    "_ZN4core3ptr13drop_in_place17h1234567890abcdefE (motrixsim.abi3.so)",
+    "pybind11::detail::pyobject_caster<pybind11::object>::load(pybind11::handle, bool) & <lambda> (_mujoco.so)",
+]
+
+
+def test_native_frames_are_demangled_and_long_labels_stay_valid_xml(tmp_path):
+    from xml.etree import ElementTree
+
+    loop = "run (collector.py:10);_update_state (runtime.py:5)"
+    lines = [f"{loop};{frame} {count}" for frame, count in zip(NATIVE, (40, 30, 20, 10))]
+    (tmp_path / "b.folded").write_text("\n".join(lines) + "\n")
+    (tmp_path / "c.folded").write_text("\n".join(line.replace(" 40", " 80") for line in lines) + "\n")
+    base, cand = profiles.load_case(tmp_path / "b.folded"), profiles.load_case(tmp_path / "c.folded")
+    names = {f for _, f in cand.total}
+    assert "<std::sys::sync::condvar::futex::Condvar>::wait (libmotrixsim.so)" in names, names
+    assert "core::ptr::drop_in_place (motrixsim.abi3.so)" in names, names
+    assert ("<pyo3::pycell::PyRef<T> as pyo3::conversion::FromPyObject>::extract_bound (motrixsim.abi3.so)"
+            in names), names
+    assert not any("$LT$" in n or n.startswith(("_R", "_ZN")) for n in names)
+    for width in (1200, 300, 90):  # labels cut at every width, the tooltip keeps the whole name
+        svg = profiles.flame_svg("a <title> & more", base, cand, 2.0, 3.0, width=width)
+        root = ElementTree.fromstring(svg)
+        titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
+        assert any(t.startswith("pybind11::detail::pyobject_caster<pybind11::object>") for t in titles)
+        texts = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")]
+        assert any(t.endswith("…") for t in texts) or width == 1200

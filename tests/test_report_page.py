@@ -11,8 +11,8 @@ import entry_docs as E
 import matplotlib.pyplot as plt
 import pytest
 
-from mbaphases import page as page_mod
 from mbaphases import load, plots, report
+from mbaphases import page as page_mod
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ["sac/g1_walk_flat/mujoco", "sac/g1_walk_flat/motrix", "flashsac/go2_joystick_flat/mujoco"]

