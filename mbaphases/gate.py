@@ -116,7 +116,9 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
         if len(xb) < min_runs or len(xc) < min_runs or len(fb) or len(fc):
             row["gate"] = "MISSING"
             parts = [f"baseline {len(xb)} runs", f"candidate {len(xc)} runs"]
-            parts += [f"{name} failed in {', '.join(sorted(f.run))}" for name, f in (("baseline", fb), ("candidate", fc)) if len(f)]
+            # the case's own error, as the target raised it (the first run's; the runs list says how often)
+            parts += [f"{name} failed in {', '.join(sorted(f.run))}: {str(f.message.iloc[0])[:300]}"
+                      for name, f in (("baseline", fb), ("candidate", fc)) if len(f)]
             row["note"] = f"needs >= {min_runs} successful runs per side; " + "; ".join(parts)
             rows.append(row)
             continue

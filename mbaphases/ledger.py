@@ -49,7 +49,7 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
             row["other_ms"] = (None if total is None or total != total else
                                total - sum(row[f"{p}_ms"] or 0 for p in STORY))
             row["other_lower_ms"] = row["other_upper_ms"] = row["other_clear"] = None
-            pr, pc = tables.attribution_parts(ref, case), tables.attribution_parts(cnd, case)
+            pr, pc = tables.attribution_pair(ref, cnd, case)
             if pr is not None and pc is not None:
                 rest = [p for p in PHASES if p not in STORY]
                 xr, xc = pr[rest].sum(axis=1, min_count=1).dropna(), pc[rest].sum(axis=1, min_count=1).dropna()

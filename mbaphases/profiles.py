@@ -295,7 +295,7 @@ def compare(b, c, attribution: pd.DataFrame, cases: list[str]) -> tuple[pd.DataF
         if case not in b.profiles or case not in c.profiles or case not in att.index:
             continue
         pb, pc = load_case(b.profiles[case]), load_case(c.profiles[case])
-        parts_b, parts_c = tables.attribution_parts(b, case), tables.attribution_parts(c, case)
+        parts_b, parts_c = tables.attribution_pair(b, c, case)
         mb, mc = part_ms(parts_b), part_ms(parts_c)
         phases = flagged_phases(att.loc[case].to_dict())
         rows += function_rows(case, pb, pc, mb, mc, phases)

@@ -101,6 +101,22 @@ def attribution_parts(side: Side, case: str) -> pd.DataFrame | None:
     return parts
 
 
+def attribution_pair(b: Side, c: Side, case: str) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """Both sides' parts split the same way: where one side reports no physics time of its own
+    (e.g. an older backend), physics stays inside step_core on both, so no part compares a whole
+    with a remainder."""
+    pb, pc = attribution_parts(b, case), attribution_parts(c, case)
+    if pb is None or pc is None or pb["physics"].isna().all() == pc["physics"].isna().all():
+        return pb, pc
+    merged = []
+    for parts in (pb, pc):
+        parts = parts.copy()
+        parts["step_core_minus_physics"] = parts["step_core_minus_physics"] + parts["physics"].fillna(0.0)
+        parts["physics"] = np.nan
+        merged.append(parts)
+    return merged[0], merged[1]
+
+
 def part_blocks(b: Side, c: Side, pb: pd.DataFrame, pc: pd.DataFrame, part: str) -> list[tuple]:
     """Per batch both ran in: the part's per-run values of each side (runs not reporting it left out)."""
     xb, xc = pb[part].dropna(), pc[part].dropna()
@@ -128,7 +144,7 @@ def attribution_table(b: Side, c: Side, cases: list[str], confidence: float = 0.
     excludes 0 (``_clear``), and the part's share of the change with a bootstrap interval."""
     rows = []
     for case in cases:
-        pb, pc = attribution_parts(b, case), attribution_parts(c, case)
+        pb, pc = attribution_pair(b, c, case)
         row = {"case": case}
         if pb is None or pc is None:
             rows.append(row)

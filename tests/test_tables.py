@@ -296,3 +296,14 @@ def test_a_window_not_in_steady_state_is_transient(tmp_path):
     assert "TRANSIENT" in report.view_tables(rep)["dispersion"].flag.iloc[1]
     assert "more warmup steps" in report.decision_block(rep)
     assert rep.throughput.iloc[0].candidate_median == pytest.approx(rep.throughput.iloc[0].baseline_median)
+
+
+def test_a_side_without_physics_time_keeps_physics_inside_step_core_on_both(tmp_path):
+    # the baseline's backend reports no physics time (an older release); step_core 6.5 ms on both sides
+    b = load.load_raw_side("old", side_files(tmp_path, "b", [{CASE_A: {"physics": None}} for _ in range(3)]))
+    c = load.load_raw_side("new", side_files(tmp_path, "c", [{CASE_A: {"physics": 6.0}} for _ in range(3)]))
+    row = tables.attribution_table(b, c, [CASE_A]).iloc[0]
+    # compared like with like: no change, rather than -6.0 ms of "step_core minus physics"
+    assert row["step_core_minus_physics_ms"] == pytest.approx(0.0)
+    assert row["physics_ms"] is None or np.isnan(row["physics_ms"])
+    assert row["delta_sum_ms"] == pytest.approx(row["delta_active_median_ms"])
