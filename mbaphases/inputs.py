@@ -182,9 +182,12 @@ def normalize_sides(doc: dict, what: str) -> dict:
     return doc
 
 
+PUBLISHED_TAG_PREFIX = "side/"
+
+
 def published_tag(label: str) -> str:
     """The tag of a published side's commit in the pin repository (mbaphases.published)."""
-    return "side/" + re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")
+    return PUBLISHED_TAG_PREFIX + re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")
 
 
 def load_exceptions_doc(path: Path) -> dict:

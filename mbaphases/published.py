@@ -19,23 +19,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from mbaphases import assets, inputs, targets
+from mbaphases import assets, inputs, runner, targets
 from mbaphases.errors import UsageError
+from mbaphases.inputs import published_tag
+from mbaphases.targets import requirement_name
 
 ENTRY_SOURCE = Path(__file__).with_name("unilab_entry.py")
 ENTRY_PATH = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
 PACKAGE = "mbaphases-side"
 MARKER = "mbaphases-published-sides"  # in .git: a pin repository this suite made (and may replace)
 DEFAULT_OVERRIDES = ("torch==2.13.0+cpu",)  # the CPU build; anything else pulls a multi-GB CUDA build
-TAG_PREFIX = "side/"
-tag_for = inputs.published_tag
 
 
 def is_published(pins: dict) -> bool:
@@ -52,15 +51,11 @@ def side_definitions(pins: dict) -> list[dict]:
             raise UsageError(f"pins: side {side['label']!r} names no install (a requirement such as "
                              "'unilab[mujoco,motrix]==1.5.2'); every side of a [published] target needs one")
         own = list(side.get("overrides", []))
-        names = {_name(o) for o in own}
+        names = {requirement_name(o) for o in own}
         out.append({"role": role, "label": side["label"], "install": side["install"],
-                    "overrides": [o for o in common if _name(o) not in names] + own,
+                    "overrides": [o for o in common if requirement_name(o) not in names] + own,
                     "swap": list(side.get("swap", [])), "python": settings.get("python", "3.11")})
     return out
-
-
-def _name(requirement: str) -> str:
-    return re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
 def _uv(*args: str, what: str) -> str:
@@ -87,11 +82,11 @@ def resolve_lock(side: dict) -> str:
                         f"{', '.join(side['overrides']) or 'none'}")
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     for swap in side["swap"]:
-        name = _name(swap)
-        hits = [i for i, ln in enumerate(lines) if _name(ln) == name]
+        name = requirement_name(swap)
+        hits = [i for i, ln in enumerate(lines) if requirement_name(ln) == name]
         if not hits:
             raise UsageError(f"side {side['label']!r}: swap {swap!r} names a package its lock does not hold; "
-                             f"valid: {', '.join(sorted(_name(ln) for ln in lines))}")
+                             f"valid: {', '.join(sorted(requirement_name(ln) for ln in lines))}")
         with tempfile.TemporaryDirectory() as tmp:
             one = Path(tmp) / "swap.in"
             one.write_text(swap + "\n")
@@ -110,15 +105,10 @@ def _existing_locks(repo: Path) -> dict[str, str]:
     resolved once and reused while its side's definition is unchanged."""
     if not (repo / ".git" / MARKER).is_file():
         return {}
-    p = subprocess.run(["git", "-C", str(repo), "tag", "--list", f"{TAG_PREFIX}*"], capture_output=True, text=True,
-                       check=False)
     out = {}
-    for tag in p.stdout.split():
-        got = [subprocess.run(["git", "-C", str(repo), "show", f"{tag}:{name}"], capture_output=True, text=True,
-                              check=False) for name in ("side.json", "requirements.lock")]
-        if all(g.returncode == 0 for g in got):
-            definition = json.loads(got[0].stdout).get("definition")
-            out[json.dumps(definition, sort_keys=True)] = got[1].stdout
+    for tag in runner.git(repo, "tag", "--list", f"{inputs.PUBLISHED_TAG_PREFIX}*").split():
+        side, lock = (runner.git(repo, "show", f"{tag}:{name}") + "\n" for name in ("side.json", "requirements.lock"))
+        out[json.dumps(json.loads(side).get("definition"), sort_keys=True)] = lock
     return out
 
 
@@ -130,14 +120,6 @@ def _pyproject(side: dict) -> str:
             f"[project]\nname = \"{PACKAGE}\"\nversion = \"0\"\nrequires-python = \"=={side['python']}.*\"\n"
             f"dependencies = {arr([side['install']])}\n\n[tool.uv]\n"
             f"override-dependencies = {arr(side['overrides'] + side['swap'])}\n")
-
-
-def _git(repo: Path, *args: str, env: dict | None = None) -> str:
-    p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False,
-                       env={**os.environ, **(env or {})})
-    if p.returncode != 0:
-        raise UsageError(f"git {' '.join(args)} in {repo}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
-    return p.stdout.strip()
 
 
 def generate(pins: dict, suite_dir: Path, out=sys.stdout) -> Path:
@@ -163,8 +145,9 @@ def generate(pins: dict, suite_dir: Path, out=sys.stdout) -> Path:
     known = _existing_locks(repo)
     work = Path(tempfile.mkdtemp(prefix="published-sides-", dir=suite_dir / ".asv" if (suite_dir / ".asv").is_dir()
                                  else None))
+    resolved_with = _uv("--version", what="uv").strip()
     try:
-        _git(work, "init", "-q", "-b", "main")
+        runner.git(work, "init", "-q", "-b", "main")
         for i, side in enumerate(sides):
             key = json.dumps(_definition(side), sort_keys=True)
             lock = known.get(key)
@@ -180,39 +163,37 @@ def generate(pins: dict, suite_dir: Path, out=sys.stdout) -> Path:
             (work / "pyproject.toml").write_text(_pyproject(side))
             (work / "requirements.lock").write_text(lock)
             (work / "side.json").write_text(json.dumps({"definition": _definition(side),
-                                                        "resolved_with": _uv("--version", what="uv").strip()},
+                                                        "resolved_with": resolved_with},
                                                        indent=2) + "\n")
             (work / "assets.json").write_text(json.dumps(manifest, indent=1) + "\n")
             entry = work / ENTRY_PATH
             entry.parent.mkdir(parents=True)
             shutil.copyfile(ENTRY_SOURCE, entry)
-            _git(work, "add", "-A")
+            runner.git(work, "add", "-A")
             date = f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00"
             ident = {"GIT_AUTHOR_NAME": "mbaphases", "GIT_AUTHOR_EMAIL": "mbaphases@localhost",
                      "GIT_COMMITTER_NAME": "mbaphases", "GIT_COMMITTER_EMAIL": "mbaphases@localhost",
                      "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-            _git(work, "commit", "-q", "--allow-empty", "-m", side["label"], env=ident)
-            _git(work, "tag", "-f", tag_for(side["label"]))
+            runner.git(work, "commit", "-q", "--allow-empty", "-m", side["label"], env=ident)
+            runner.git(work, "tag", "-f", published_tag(side["label"]))
         (work / ".git" / MARKER).write_text("made by mbaphases.published; replaced on every run\n")
         if repo.exists():
             # commits measured before stay reachable: the new line is fetched into the old repository
-            _git(repo, "fetch", "-q", "--force", "--update-head-ok", str(work), "+refs/heads/main:refs/heads/main",
+            runner.git(repo, "fetch", "-q", "--force", "--update-head-ok", str(work), "+refs/heads/main:refs/heads/main",
                  "+refs/tags/*:refs/tags/*")
-            _git(repo, "reset", "-q", "--hard", "main")
+            runner.git(repo, "reset", "-q", "--hard", "main")
         else:
             repo.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(work), str(repo))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for side_pins in [pins["baseline"], *pins["candidates"]]:
-        side_pins["ref"] = tag_for(side_pins["label"])
+        side_pins["ref"] = published_tag(side_pins["label"])
     return repo
 
 
 def asv_conf(pins: dict, suite_dir: Path, repo: Path) -> Path:
     """asv config for the pin repository: the field template with this target's install step."""
-    from mbaphases import runner
-
     out = suite_dir / "asv.published.resolved.conf.json"
     return runner.field_conf(suite_dir / "asv.field.conf.json", str(repo), PACKAGE, out,
                              {"python": pins["published"].get("python", "3.11")})

@@ -67,8 +67,9 @@ def formal_run_lock(what: str, timeout_s: float = 7200.0, out=sys.stderr):
         fh.close()
 
 
-def _git(repo, *args) -> str:
-    p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+def git(repo, *args, env: dict | None = None) -> str:
+    p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False,
+                       env={**os.environ, **env} if env else None)
     if p.returncode != 0:
         raise UsageError(f"git {' '.join(args)} in {repo}: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else 'failed'}")
     return p.stdout.strip()
@@ -268,7 +269,7 @@ def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo
     for sha in shas:
         wt = worktrees / sha
         if not wt.exists():
-            _git(repo_path, "worktree", "add", "--detach", "-f", str(wt), sha)
+            git(repo_path, "worktree", "add", "--detach", "-f", str(wt), sha)
     rc = 0
     for k in range(rounds):
         for sha in (shas if k % 2 == 0 else shas[::-1]):

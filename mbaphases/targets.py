@@ -25,6 +25,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -134,8 +135,11 @@ def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | Non
     return record
 
 
-def _canonical(name: str) -> str:
-    return name.strip().lower().replace("_", "-").replace(".", "-")
+def requirement_name(requirement: str) -> str:
+    """The canonical package name of a requirement or a lock/freeze line (``Foo_Bar[x]==1``,
+    ``foo-bar @ url``): lower case, runs of ``-_.`` as one ``-``."""
+    name = re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _install_pinned_lock(uv: str, python: Path, checkout: Path, commit: str) -> dict:
@@ -143,11 +147,9 @@ def _install_pinned_lock(uv: str, python: Path, checkout: Path, commit: str) -> 
     lock (every package at its locked version, installed without resolving again; what the lock
     does not hold is removed, except asv's own harness), then the assets are placed."""
     lock = checkout / PINNED_LOCK
-    wanted = {_canonical(ln.split("==")[0].split(" @ ")[0]) for ln in lock.read_text().splitlines()
-              if ln.strip() and not ln.startswith("#")}
+    wanted = {requirement_name(ln) for ln in lock.read_text().splitlines() if ln.strip() and not ln.startswith("#")}
     freeze = _run([uv, "pip", "freeze", "--python", str(python)], "listing the installed packages")
-    extra = sorted({line.split("==")[0].split(" @ ")[0] for line in freeze.splitlines() if line.strip()}, key=str.lower)
-    extra = [n for n in extra if _canonical(n) not in wanted and _canonical(n) not in HARNESS]
+    extra = sorted({requirement_name(ln) for ln in freeze.splitlines() if ln.strip()} - wanted - HARNESS)
     if extra:
         _run([uv, "pip", "uninstall", "--python", str(python), *extra], f"removing what {commit[:12]}'s lock lacks")
     _run([uv, "pip", "install", "--python", str(python), "--no-deps", "-r", str(lock)],
