@@ -136,9 +136,9 @@ def _version_key(v: str) -> tuple:
     return tuple(out)
 
 
-def framework_version() -> str | None:
+def _version(name: str) -> str | None:
     try:
-        return metadata.version("unilab")
+        return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
 
@@ -300,7 +300,10 @@ def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_ste
     obs, critic = _as_tensor(obs).float(), _as_tensor(critic).float()
     ep_return = torch.zeros(num_envs)
     ep_length = torch.zeros(num_envs, dtype=torch.int64)
+    # the collector's bookkeeping, as the field's: returns, lengths and reward-term logs of finished episodes
     finished_returns: list[float] = []
+    finished_lengths: list[int] = []
+    reward_logs: dict[str, list] = {}
     samples = {k: [] for k in (*ACTIVE_PHASES, "physics_ms", *ENV_TIMING_KEYS, "reset_done_count")}
     cpu_start = None
     for step in range(total):
@@ -336,10 +339,13 @@ def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_ste
         done_idx = torch.nonzero(dones > 0.5).ravel()
         if done_idx.numel():
             finished_returns.extend(ep_return[done_idx].tolist())
+            finished_lengths.extend(ep_length[done_idx].tolist())
             ep_return[done_idx] = 0.0
             ep_length[done_idx] = 0
         log = state.info.get("log", {}) if isinstance(state.info, dict) else {}
-        reward_terms = {k: v for k, v in (log or {}).items() if str(k).startswith("reward/")}
+        for key, value in (log or {}).items():
+            if str(key).startswith("reward/"):
+                reward_logs.setdefault(key, []).append(value)
         t3 = time.perf_counter_ns()
         obs, critic = next_obs, next_critic
         if not record:
@@ -354,7 +360,6 @@ def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_ste
         if isinstance(timing.get("backend_physics_ms"), (int, float)):
             samples["physics_ms"].append(float(timing["backend_physics_ms"]))
         samples["reset_done_count"].append(float(done_idx.numel()))
-        del reward_terms
     cpu_end = _cpu_times()
     cpu_pct = None
     if cpu_start and cpu_end and cpu_end[1] > cpu_start[1]:
@@ -553,7 +558,7 @@ def run(argv=None) -> int:
 
     torch.set_num_threads(threads)
     era = installed_era()
-    version = framework_version()
+    version = _version("unilab")
     _assets_workdir()
     results, errors = [], []
     for i, case in enumerate(cases, 1):
@@ -621,13 +626,6 @@ def run(argv=None) -> int:
     for e in errors:
         print(f"FAILED {e['case']}: {e['type']}: {e['message']}")
     return 1 if errors else 0
-
-
-def _version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def main(argv=None) -> int:
