@@ -227,17 +227,19 @@ def _report(args) -> tuple[int, Made]:
         combines = {c["label"]: c["combines"] for c in pins.get("candidates", []) if c.get("combines")}
         history = history_order(args, pins, cands)
     led = pins.get("ledger", {})
+    min_share = pins.get("marks", {}).get("min_share", report.tables.MIN_SHARE)
     # never pooled across hardware: one complete comparison per hardware the sides share
     units = comparable.by_hardware(b, cands, min_runs)
     built = []
     for unit in units:
         reps = [report.build(unit.baseline, c, threshold, min_runs, exceptions, args.dispersion_limit, pinned_cases,
                              kind, cross_machine=args.cross_machine, confidence=confidence,
-                             notes=stop_notes + unit.notes) for c in unit.candidates]
+                             notes=stop_notes + unit.notes, min_share=min_share) for c in unit.candidates]
         overview = None
         if len(reps) > 1:
             overview = report.build_overview(reps, reference, combines, history, unit.candidates,
-                                             led.get("additivity_margin"), led.get("additivity_margin_ms"))
+                                             led.get("additivity_margin"), led.get("additivity_margin_ms"),
+                                             min_share)
         built.append((unit, reps, overview))
     stages = [Stage(out)]
     try:

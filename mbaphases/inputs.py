@@ -61,6 +61,9 @@ PINS_SCHEMA = {
         "ledger": {"type": "object", "additionalProperties": False, "properties": {
             "additivity_margin": {"type": "number", "exclusiveMinimum": 0, "finite": True},
             "additivity_margin_ms": {"type": "number", "exclusiveMinimum": 0, "finite": True}}},
+        # a change below this share of the baseline's active time is never marked (mbaphases.tables)
+        "marks": {"type": "object", "additionalProperties": False, "properties": {
+            "min_share": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
         "gate": {"type": "object", "additionalProperties": False, "properties": {
             "threshold": _THRESHOLD, "min_runs": _POSITIVE_INT, "exceptions": {"type": "string", "minLength": 1},
             "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}}},

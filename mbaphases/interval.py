@@ -302,3 +302,48 @@ def runs_to_decide(half_width: float, distance: float, runs: int, cap: int = 200
     if half_width < distance:
         return runs
     return min(max(math.ceil(runs * (half_width / distance) ** 2), runs + 1), cap)
+
+
+# --- a family of intervals ------------------------------------------------------------------------
+
+def shift_p(blocks: list[tuple]) -> float | None:
+    """Two-sided p-value of no shift (candidate - baseline = 0) from the stratified rank statistic
+    whose inversion gives the shift's interval (ties count half)."""
+    lower = stratified_p_less(blocks, 1.0)
+    if lower is None:
+        return None
+    upper = stratified_p_less([(c, b) for b, c in blocks], 1.0)
+    return min(1.0, 2 * min(lower, upper))
+
+
+@dataclass
+class FamilyMarks:
+    """Which of a family's intervals are marked, and the level of the intervals shown for all.
+
+    Benjamini-Hochberg selects the R questions with p_(i) <= i q / m (q = 1 - confidence); the
+    intervals are then taken at level 1 - R q / m (Benjamini and Yekutieli 2005, false coverage
+    rate adjusted), so at most a share q of the marked intervals miss their true change on
+    average (independent or positively dependent tests). With nothing selected, the level is
+    1 - q / m: no interval at it excludes 0. A reader who counts the unadjusted intervals
+    excluding 0 would expect about q m of them by chance alone if nothing moved."""
+    selected: list[bool]
+    level: float
+    size: int
+    error: float
+
+    @property
+    def chance_marks(self) -> float:
+        return self.error * self.size
+
+
+def family_marks(p_values: list[float], confidence: float) -> FamilyMarks:
+    q, m = 1.0 - confidence, len(p_values)
+    if m == 0:
+        return FamilyMarks([], confidence, 0, q)
+    order = np.argsort(p_values, kind="stable")
+    ranked = np.asarray(p_values, dtype=float)[order]
+    passing = np.nonzero(ranked <= q * np.arange(1, m + 1) / m + 1e-12)[0]
+    selected_count = int(passing.max()) + 1 if len(passing) else 0
+    selected = np.zeros(m, dtype=bool)
+    selected[order[:selected_count]] = True
+    return FamilyMarks([bool(s) for s in selected], 1.0 - max(selected_count, 1) * q / m, m, q)

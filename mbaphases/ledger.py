@@ -30,38 +30,60 @@ STORY = ("physics", "update_state", "reset_done")  # the phases the demo story i
 DEFAULT_MARGIN_SHARE = 0.10
 
 
-def ledger_table(reference: Side, candidates: list[Side], cases: list[str], confidence: float = 0.90) -> pd.DataFrame:
-    rows = []
+# the ledger's columns -> the part of the active time each is the change of
+LEDGER_PARTS = {"delta_sum": "active", "physics": "physics", "update_state": "update_state",
+                "reset_done": "reset_done", "other": "other"}
+
+
+def _ledger_parts(side: Side, case: str, other: Side) -> pd.DataFrame | None:
+    parts = tables.attribution_pair(side, other, case)[0]
+    if parts is None:
+        return None
+    rest = [p for p in PHASES if p not in STORY]
+    return parts.assign(other=parts[rest].sum(axis=1, min_count=1))
+
+
+def ledger_table(reference: Side, candidates: list[Side], cases: list[str], confidence: float = 0.90,
+                 min_share: float = tables.MIN_SHARE) -> tuple[pd.DataFrame, interval.FamilyMarks]:
+    """Every candidate against the reference, case by case; the whole ledger is one family of
+    changes (mbaphases.tables.mark_family), the marginal intervals kept beside the marks."""
+    rows, pairs = [], []
     for cand in candidates:
         ref, cnd, notes = comparable.pair(reference, cand)
         thr = tables.throughput_table(ref, cnd, cases).set_index("case")
-        att = tables.attribution_table(ref, cnd, cases, confidence).set_index("case")
+        att = tables.attribution_changes(ref, cnd, cases, confidence).set_index("case")
         for case in cases:
             row = {"candidate": cand.label, "case": case, "ratio": thr.loc[case, "ratio"]}
             a = att.loc[case] if case in att.index else pd.Series(dtype=object)
+            row["active_ms_reference"] = a.get("active_ms_baseline")
             for k in ("delta_sum", *PHASES):
-                src = "delta_active" if k == "delta_sum" else k
                 row[f"{k}_ms"] = a.get(f"{k}_ms")
-                row[f"{k}_lower_ms"], row[f"{k}_upper_ms"] = a.get(f"{src}_lower_ms"), a.get(f"{src}_upper_ms")
-                row[f"{k}_clear"] = a.get(f"{src}_clear")
             total = row["delta_sum_ms"]
             # what the three phases the demo story is about leave of the change (a phase not reported: 0)
             row["other_ms"] = (None if total is None or total != total else
                                total - sum(row[f"{p}_ms"] or 0 for p in STORY))
-            row["other_lower_ms"] = row["other_upper_ms"] = row["other_clear"] = None
-            pr, pc = tables.attribution_pair(ref, cnd, case)
-            if pr is not None and pc is not None:
-                rest = [p for p in PHASES if p not in STORY]
-                xr, xc = pr[rest].sum(axis=1, min_count=1).dropna(), pc[rest].sum(axis=1, min_count=1).dropna()
-                if len(xr) and len(xc):
-                    blocks = [(xr[rb].to_numpy(), xc[rc].to_numpy())
-                              for rb, rc in comparable.block_runs(ref, cnd, xr.index, xc.index)]
-                    iv = interval.difference_interval(xr, xc, confidence, blocks)
-                    row["other_lower_ms"], row["other_upper_ms"] = iv.lower, iv.upper
-                    row["other_clear"] = None if iv.lower is None else not iv.contains(0.0)
+            pr, pc = _ledger_parts(ref, case, cnd), _ledger_parts(cnd, case, ref)
+            for key, part in LEDGER_PARTS.items():
+                if pr is None or pc is None or pr[part].isna().all() or pc[part].isna().all():
+                    continue
+                blocks = tables.part_blocks(ref, cnd, pr, pc, part)
+                iv = interval.difference_interval(pr[part].dropna(), pc[part].dropna(), confidence, blocks)
+                row[f"{key}_marginal_lower_ms"], row[f"{key}_marginal_upper_ms"] = iv.lower, iv.upper
+                row[f"{key}_p"] = interval.shift_p(blocks)
             row["notes"] = "; ".join(notes)
             rows.append(row)
-    return pd.DataFrame(rows)
+            pairs.append((ref, cnd, pr, pc))
+    table = pd.DataFrame(rows)
+
+    def interval_at(i, key, level):
+        ref, cnd, pr, pc = pairs[i]
+        part = LEDGER_PARTS[key]
+        return interval.difference_interval(pr[part].dropna(), pc[part].dropna(), level,
+                                            tables.part_blocks(ref, cnd, pr, pc, part))
+
+    marks = tables.mark_family(table, {k: f"{k}_ms" for k in LEDGER_PARTS}, interval_at, confidence, min_share,
+                               scale="active_ms_reference")
+    return table, marks
 
 
 def _sum_of_medians(drawn: np.ndarray) -> np.ndarray:

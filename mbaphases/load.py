@@ -382,8 +382,28 @@ def _asv_results(results_dir: Path, machine: str, short: str) -> list:
     return out
 
 
+def _mirror_notes(raw: pd.DataFrame, stored: pd.DataFrame) -> list[str]:
+    """Where asv's store holds fewer runs of a case than the raw runs (asv replaces a case's
+    samples when a later run of it fails): said, since ``asv compare`` and ``asv publish`` see
+    only the store."""
+    if stored.empty:
+        return []  # asv ran without --record-samples: it mirrors no runs at all
+
+    def runs_per_case(values):
+        return values[values.metric == "throughput"].groupby("case").run.nunique()
+
+    have, kept = runs_per_case(raw), runs_per_case(stored)
+    return [f"{case}: asv's store keeps {int(kept.get(case, 0))} of its {int(n)} raw runs (asv replaced its "
+            f"samples after a later failed run); the values here are from the raw runs"
+            for case, n in have.items() if kept.get(case, 0) < n]
+
+
 def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: Path | None,
                   raw_dir: Path | None = None) -> Side:
+    """A side from asv's store and the raw runs beside it. The raw runs are the record: where
+    they exist every per-run value comes from them (with its run, batch and hardware); asv's
+    samples, a mirror that asv rewrites when a later run of a case fails, are read only for a
+    commit without raw runs (results taken by plain ``asv run``)."""
     results_dir = Path(results_dir)
     sha = resolve_revision(rev, results_dir, machine, repo)
     found = _asv_results(results_dir, machine, sha[:8])
@@ -393,17 +413,14 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
         raise UsageError(f"side {label!r}: {len(found)} environments have results for {sha[:8]}; keep one")
     res = found[0]
     res_path = results_dir / machine / f"{sha[:8]}-{res.env_name}.json"
-    bench_path = results_dir / "benchmarks.json"
-    benchmarks = read_json_file(bench_path) if bench_path.exists() else {}
-    rows, versions = [], set()
+    # the stored result names its own benchmark version; results/benchmarks.json only describes
+    # the newest discovery, which another profile's run may have written
+    asv_rows, versions = [], set()
     for track, (metric, convert) in ASV_TRACKS.items():
         key = f"{ASV_CLASS}.{track}"
         if key not in res.get_all_result_keys():
             continue
         versions.add(res.benchmark_version.get(key))
-        if key in benchmarks and benchmarks[key].get("version") != res.benchmark_version.get(key):
-            raise UsageError(f"{sha[:8]}: {key} was measured with benchmark version {res.benchmark_version.get(key)}, "
-                             f"benchmarks.json has {benchmarks[key].get('version')} (other pinned parameters)")
         params = res.get_result_params(key)
         for (case_repr,), samples in zip([(p,) for p in params[0]], res.get_result_samples(key, params)):
             case = case_repr.strip("'\"")
@@ -412,27 +429,26 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
                     continue  # a failed run (throughput) or a metric the target does not report
                 where = f"{track} sample {k + 1} of {case}"
                 value = _number(value, str(res_path), where, positive=metric == "throughput")
-                rows.append({"run": f"r{k + 1}", "case": case, "metric": metric, "value": convert(value)})
-    from_raw = not rows
+                asv_rows.append({"run": f"r{k + 1}", "case": case, "metric": metric, "value": convert(value)})
     if not versions:
         raise UsageError(f"side {label!r}: no collector results for {sha[:8]} on {machine}")
     if len(versions) > 1:
         raise UsageError(f"{sha[:8]}: mixed benchmark versions {sorted(map(str, versions))}")
-    side = Side(label, sha, pd.DataFrame(rows, columns=["run", "case", "metric", "value"]),
+    side = Side(label, sha, pd.DataFrame(columns=["run", "case", "metric", "value"]),
                 pd.DataFrame(columns=["run", "case", "message"]))
     side.sources = [str(results_dir / machine)]
     side.pins = {"benchmark_version": next(iter(versions))}
     raw = Path(raw_dir or results_dir.parent / "raw-runs") / machine / sha
-    metas = sorted(raw.glob("run*.meta.json"))
-    fails, align, run_batches, raw_rows, run_names, hardware, flags = [], {}, [], [], [], {}, {}
-    metas = sorted(metas, key=lambda m: int(m.name.split(".")[0].removeprefix("run")))
+    metas = sorted(raw.glob("run*.meta.json"), key=lambda m: int(m.name.split(".")[0].removeprefix("run")))
+    fails, align, raw_rows, run_names, hardware, flags, batches = [], {}, [], [], {}, {}, {}
     for meta_path in metas:
         meta = read_json_file(meta_path)
         if meta.get("version") != side.pins["benchmark_version"]:
             continue  # a run under other pinned parameters: kept on disk, not mixed in
-        run_batches.append(meta.get("batch"))
         run = f"run{meta['run']}"
         run_names.append(run)
+        if meta.get("batch"):
+            batches[run] = meta["batch"]
         fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
         env = side.environment or {}
@@ -451,28 +467,22 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
                     side.notes.append(note)
             values, _, a = entry_run_values(raw_doc, str(raw_json))
             _merge_alignment(align, a, str(raw_json))
-            # asv stores no steady-state check: it comes from the raw run either way
             raw_rows += [{"run": run, "case": c, "metric": m, "value": x}
-                         for c, v in values.items() for m, x in v.items() if from_raw or m == "step_trend"]
+                         for c, v in values.items() for m, x in v.items()]
         side.sources.append(str(meta_path))
-    if from_raw:
-        # asv kept no samples (a run without --record-samples): the raw runs hold each run's values
-        if not raw_rows:
-            raise UsageError(f"side {label!r}: no collector samples and no raw runs for {sha[:8]} on {machine}")
-        side.values = pd.DataFrame(raw_rows, columns=["run", "case", "metric", "value"])
-        side.notes.append("per-run values from the raw runs: asv stored no samples (run without --record-samples)")
     side.failed = pd.DataFrame(fails, columns=["run", "case", "message"])
     side.alignment = align
-    # asv appends one sample per run, in run order: sample k is the k-th run of these pins,
-    # named like its raw files; otherwise the runs' batch and hardware are unknown
-    if not from_raw and len(run_names) == side.values.run.nunique():
-        side.values["run"] = side.values.run.map({f"r{k + 1}": name for k, name in enumerate(run_names)})
-        from_raw = True
-        side.values = pd.concat([side.values, pd.DataFrame(raw_rows, columns=side.values.columns)], ignore_index=True)
-    if from_raw:
-        side.batches = {run: b for run, b in zip(run_names, run_batches) if b}
-        side.run_hardware = hardware
+    if run_names:
+        side.values = pd.DataFrame(raw_rows, columns=["run", "case", "metric", "value"])
+        side.batches, side.run_hardware = batches, hardware
         side.run_flags = {run: f for run, f in flags.items() if f}
+        side.notes += _mirror_notes(side.values, pd.DataFrame(asv_rows, columns=side.values.columns))
+    else:
+        # no raw runs (a plain asv run): asv's samples, whose runs' batch and hardware are unknown
+        if not asv_rows:
+            raise UsageError(f"side {label!r}: no collector samples and no raw runs for {sha[:8]} on {machine}")
+        side.values = pd.DataFrame(asv_rows, columns=["run", "case", "metric", "value"])
+        side.notes.append("per-run values from asv's samples: no raw runs beside them (batches unknown)")
     side.notes += [f"{run}: {note}" for run, f in flags.items() for note in f]
     if hardware:
         side.hardware = hardware[run_names[-1]]

@@ -6,9 +6,9 @@ benchmarks/_target.py). Its figures never enter the gate or the tables; its
 samples only say how each phase's time splits over functions.
 
 * Phase windows: a sample belongs to the phase of the deepest frame on its stack
-  that names a phase function (``PHASE_FRAMES``: physics inside step_core, so a
+  that names a phase function (``ENTRY_FRAMES``: physics inside step_core, so a
   sample in the engine counts as physics), among the samples under the measured
-  loop (``WINDOW``); what lies in the loop but under no phase function is
+  loop (the entry's window function); what lies in the loop but under no phase function is
   ``rest`` (the rest of env_step, bookkeeping).
 * Scale: a function's time in a phase, in ms per vector step, is its share of
   the phase's samples times the phase's measured time of that side (the median
@@ -33,17 +33,39 @@ from pathlib import Path
 import pandas as pd
 import rust_demangler
 
-# the reference target's phase functions, as the entry times them (reflab/runtime.py);
-# "name@file" pins a name to a file where it is not unique
-PHASE_FRAMES = {
-    "physics": ("_engine_step",),
-    "step_core_minus_physics": ("_step_physics",),
-    "update_state": ("_update_state",),
-    "reset_done": ("_save_terminal_obs", "_reset_envs"),
-    "replay": ("add@collector.py",),
+
+@dataclass(frozen=True)
+class EntryFrames:
+    """Where an entry runs its measured loop and which of the code's functions are its timed phases
+    ("name@file" pins a name to a file where it is not unique)."""
+    window: tuple[str, ...]
+    phases: dict[str, tuple[str, ...]]
+
+
+# per entry, the one place that knows a target's function names; a profile is read with the set
+# whose window function its stacks contain
+ENTRY_FRAMES = {
+    # the reference target (reflab/runtime.py times these)
+    "reflab": EntryFrames(window=("run@collector.py",), phases={
+        "physics": ("_engine_step",),
+        "step_core_minus_physics": ("_step_physics",),
+        "update_state": ("_update_state",),
+        "reset_done": ("_save_terminal_obs", "_reset_envs"),
+        "replay": ("add@collector.py",),
+    }),
+    # the published framework under the suite's entry (mbaphases/unilab_entry.py): TorchEnv.step
+    # times the backend's step_tensor, update_state and _reset_done_envs; unisim's backends time
+    # the engine call inside step_tensor (MuJoCo's batch pool, MotrixSim's runtimes)
+    "unilab": EntryFrames(window=("collect@benchmark_offpolicy_collector_active.py",), phases={
+        "physics": ("_step_native", "_portable_step_runtimes"),
+        "step_core_minus_physics": ("step_tensor",),
+        "update_state": ("update_state",),
+        "reset_done": ("_reset_done_envs",),
+        "replay": ("add@replay_buffer.py",),
+    }),
 }
-WINDOW = ("run@collector.py",)
-PARTS = (*PHASE_FRAMES, "rest")
+PHASES = ("physics", "step_core_minus_physics", "update_state", "reset_done", "replay")
+PARTS = (*PHASES, "rest")
 TOP = 10
 _ADDRESS = re.compile(r"^0x[0-9a-f]+ \((.*)\)$")
 _FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>[^()]*?)(?::\d+)?\)$")
@@ -118,9 +140,22 @@ class CaseProfile:
     window: int = 0
 
 
-def load_case(path: Path, phase_frames: dict = PHASE_FRAMES, window: tuple = WINDOW) -> CaseProfile:
+def entry_frames(stacks: list[tuple[list[str], int]]) -> EntryFrames | None:
+    """The entry whose measured loop these stacks run (None: no known loop in them)."""
+    for frames in ENTRY_FRAMES.values():
+        if any(_matches(f, w) for stack, _ in stacks for f in stack for w in frames.window):
+            return frames
+    return None
+
+
+def load_case(path: Path) -> CaseProfile:
     prof = CaseProfile()
-    for stack, count in read_folded(path):
+    stacks = read_folded(path)
+    known = entry_frames(stacks)
+    if known is None:
+        return prof  # no measured loop in it: every sample outside the window
+    window, phase_frames = known.window, known.phases
+    for stack, count in stacks:
         at = next((i for i, f in enumerate(stack) if any(_matches(f, w) for w in window)), None)
         if at is None:
             continue  # setup, imports, other threads: outside the measured loop
@@ -168,7 +203,7 @@ def part_ms(parts: pd.DataFrame | None) -> dict[str, float]:
     if parts is None:
         return {}
     med = parts.median()
-    out = {k: float(med.get(k, math.nan)) for k in PHASE_FRAMES}
+    out = {k: float(med.get(k, math.nan)) for k in PHASES}
     out["rest"] = float(med.get("env_step_rest", 0.0)) + float(med.get("bookkeeping", 0.0))
     return out
 
@@ -206,9 +241,11 @@ def function_rows(case: str, base: CaseProfile, cand: CaseProfile, base_ms: dict
 
 
 def flagged_phases(attribution_row: dict, most: int = 3) -> list[str]:
-    """The phases the attribution flags: changes whose interval excludes 0, largest first."""
-    found = [(abs(attribution_row.get(f"{p}_ms") or 0.0), p) for p in PHASE_FRAMES
-             if attribution_row.get(f"{p}_clear") is True]
+    """The phases worth a function table: changes whose marginal interval excludes 0 and that are
+    not too small to count, largest first. Where to look, not a verdict: the function table
+    explains a change; the family's marks say which changes a reader may act on."""
+    found = [(abs(attribution_row.get(f"{p}_ms") or 0.0), p) for p in PHASES
+             if attribution_row.get(f"{p}_marginal_clear") is True and attribution_row.get(f"{p}_small") is not True]
     return [p for _, p in sorted(found, reverse=True)[:most]]
 
 

@@ -13,11 +13,13 @@ import pandas as pd
 
 from mbaphases import comparable, profiles, tables
 from mbaphases import gate as gate_mod
-from mbaphases.interval import BOOTSTRAP_RESAMPLES
+from mbaphases.interval import BOOTSTRAP_RESAMPLES, FamilyMarks
 from mbaphases.load import Side, hardware_differences
 
 SCHEMA = "mbaphases.summary/4"
 NOISE_MARK = "≈0"  # a change whose interval contains 0: not distinguishable from run-to-run noise
+SMALL_MARK = "small"  # distinguishable, but below the share of the active time that counts (pins [marks])
+OPEN_MARK = "[open]"  # these runs give no interval at the family's level
 DEFINITIONS = {
     "run_value": "A run's value for a metric is the entry's per-run figure: throughput is "
                  "collector_active_steps_per_sec; a phase is the mean over the run's recorded vector steps.",
@@ -82,6 +84,8 @@ class Report:
     notes: list[str]  # about how the runs were taken (e.g. repeated looks)
     functions: pd.DataFrame = field(default_factory=pd.DataFrame)  # the functions behind the flagged phases
     flames: dict[str, str] = field(default_factory=dict)  # case -> differential flame graph (SVG)
+    family: FamilyMarks | None = None  # the attribution's changes as one family of questions
+    min_share: float = tables.MIN_SHARE
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -127,7 +131,7 @@ def package_differences(b: Side, c: Side) -> str | None:
 def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptions=None,
           dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv",
           cross_machine: bool = False, confidence: float = gate_mod.DEFAULT_CONFIDENCE,
-          notes: list[str] | None = None) -> Report:
+          notes: list[str] | None = None, min_share: float = tables.MIN_SHARE) -> Report:
     # only the batches both sides ran in are compared (mbaphases.comparable)
     b, c, batch_notes = comparable.pair(b, c)
     notes = list(notes or []) + batch_notes
@@ -140,12 +144,36 @@ def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptio
     hw = hardware_differences(b, c)
     gate_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {},
                                   hardware_diff=None if cross_machine else hw, confidence=confidence)
-    att = tables.attribution_table(b, c, cases, confidence)
+    robustness(gate_rows, b, c, cases, threshold, min_runs, exceptions or {},
+               None if cross_machine else hw, confidence)
+    att, family = tables.attribution_table(b, c, cases, confidence, min_share)
     functions, flames = profiles.compare(b, c, att, cases)
     return Report(b, c, cases, thr, tables.phase_table(b, c, cases), att, disp,
                   pd.DataFrame(gate_rows), gate_mod.verdict(gate_rows), threshold, min_runs,
                   environment_table(b, c), input_kind, hw if cross_machine else [], confidence, list(notes or []),
-                  functions, flames)
+                  functions, flames, family, min_share)
+
+
+def robustness(gate_rows: list[dict], b: Side, c: Side, cases: list[str], threshold: float, min_runs: int,
+               exceptions, hardware_diff, confidence: float) -> None:
+    """Per gate row, in place: the gate again without the runs flagged BUSY or STEAL
+    (``without_flagged``: the status then, None where no run of the case was flagged). The
+    flagged runs stay in the verdict; this says whether it depends on them."""
+    def flagged(side, case):
+        runs = set(side.values.run[side.values.case == case]) | set(side.failed.run[side.failed.case == case])
+        return sorted(r for r in runs if side.run_flags.get(r))
+
+    for row in gate_rows:
+        fb, fc = flagged(b, row["case"]), flagged(c, row["case"])
+        row["flagged_runs"] = len(fb) + len(fc)
+        row["without_flagged"] = None
+        if not (fb or fc):
+            continue
+        kept_b = comparable.restrict(b, [r for r in comparable.runs_of(b) if r not in fb])
+        kept_c = comparable.restrict(c, [r for r in comparable.runs_of(c) if r not in fc])
+        (again,) = gate_mod.evaluate(kept_b, kept_c, [row["case"]], threshold, min_runs, exceptions,
+                                     hardware_diff=hardware_diff, confidence=confidence)
+        row["without_flagged"] = again["gate"]
 
 
 # --- formatting ---------------------------------------------------------------------------------
@@ -173,13 +201,39 @@ def interval_text(r: dict) -> str:
 NOISE = NOISE_MARK  # marks a change whose interval contains 0: not distinguishable from run-to-run noise
 
 
-def change_text(x, lower, upper, clear, fmt="{:+.2f}") -> str:
-    """'+0.36 [+0.12, +0.60]', or with the noise mark when the interval contains 0."""
+def change_text(x, lower, upper, clear, fmt="{:+.2f}", small=False) -> str:
+    """'+0.36 [+0.12, +0.60]'; with the noise mark when the interval contains 0, the size mark
+    when it is too small to count, '[open]' when the runs give no interval at its level."""
     if x is None or x != x:
         return "n/a"
     if lower is None or lower != lower:
-        return _num(x, fmt)
-    return f"{_num(x, fmt)} [{_num(lower, fmt)}, {_num(upper, fmt)}]" + ("" if clear else f" {NOISE}")
+        return f"{_num(x, fmt)} {OPEN_MARK}"
+    mark = "" if clear else f" {SMALL_MARK}" if small is True and (lower > 0 or upper < 0) else f" {NOISE}"
+    return f"{_num(x, fmt)} [{_num(lower, fmt)}, {_num(upper, fmt)}]" + mark
+
+
+def robustness_text(row: dict) -> str:
+    """The gate row's verdict without its flagged runs: 'same' or what it would be."""
+    if not row.get("without_flagged"):
+        return ""
+    n = int(row.get("flagged_runs") or 0)
+    same = row["without_flagged"] == row["gate"]
+    return f"{'same' if same else row['without_flagged']} ({n} flagged run{'s' if n != 1 else ''} left out)"
+
+
+def family_text(marks: FamilyMarks | None, min_share: float, what: str) -> str:
+    """What a reader needs to weigh a table's marks: its family, how it is controlled, what
+    chance alone would give."""
+    if marks is None or not marks.size:
+        return ""
+    return (f"Family: {what}, {marks.size} intervals in all. Benjamini-Hochberg marks {sum(marks.selected)} of them "
+            f"at a false discovery rate of {marks.error:.0%}, and every interval shown is at the family's level "
+            f"{marks.level:.2%} (Benjamini-Yekutieli false-coverage adjusted; the marginal {1 - marks.error:.0%} "
+            f"intervals are in the CSV). If nothing had moved, about {marks.chance_marks:.1f} of the "
+            f"{marks.size} marginal intervals would exclude 0 by chance alone. {NOISE_MARK}: not distinguishable "
+            f"from run-to-run noise; {SMALL_MARK}: distinguishable but below {min_share:.0%} of the baseline's "
+            f"active time (pins [marks] min_share), so not a mark; {OPEN_MARK}: these runs give no interval at "
+            "that level.")
 
 
 def share_text(x, lower, upper) -> str:
@@ -212,11 +266,12 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
         recs = a.to_dict("records")
         at["Δ active ms (sum of parts) [interval]"] = [
             change_text(r.get("delta_sum_ms"), r.get("delta_active_lower_ms"), r.get("delta_active_upper_ms"),
-                        r.get("delta_active_clear")) for r in recs]
+                        r.get("delta_active_clear"), small=r.get("delta_active_small")) for r in recs]
         at["Δ median active ms"] = [_num(x, "{:+.2f}") for x in a.delta_active_median_ms]
         for k in tables.ATTRIBUTION:
-            at[k] = [f"{change_text(r.get(f'{k}_ms'), r.get(f'{k}_lower_ms'), r.get(f'{k}_upper_ms'), r.get(f'{k}_clear'))}"
-                     f"; share {share_text(r.get(f'{k}_share'), r.get(f'{k}_share_lower'), r.get(f'{k}_share_upper'))}"
+            at[k] = [change_text(r.get(f"{k}_ms"), r.get(f"{k}_lower_ms"), r.get(f"{k}_upper_ms"), r.get(f"{k}_clear"),
+                                 small=r.get(f"{k}_small"))
+                     + f"; share {share_text(r.get(f'{k}_share'), r.get(f'{k}_share_lower'), r.get(f'{k}_share_upper'))}"
                      for r in recs]
     d = rep.dispersion
     flags = []
@@ -242,6 +297,7 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
         "smallest detectable change": [_num(x, "{:.1%}") for x in g.smallest_detectable_change],
         "runs needed": [_num(x, "{:.0f}") if x is not None and x == x else "" for x in g.runs_needed],
         "p (rank test)": [_num(x, "{:.3f}") if x is not None else "—" for x in g.p_value],
+        "without flagged runs": [robustness_text(r) for r in g.to_dict("records")],
         "note": g.note,
     })
     e = rep.environment
@@ -260,6 +316,14 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
     }) if len(f) else pd.DataFrame()
     return {"gate": ga, "throughput": thr, "phases": ph, "attribution": at, "dispersion": di, "environment": env,
             "functions": fn}
+
+
+def family_summary(marks: FamilyMarks | None, min_share: float) -> dict | None:
+    if marks is None:
+        return None
+    return {"intervals": marks.size, "marked": sum(marks.selected), "level": marks.level,
+            "false_discovery_rate": marks.error, "chance_marks_unadjusted": marks.chance_marks,
+            "min_share": min_share, "method": "Benjamini-Hochberg selection, Benjamini-Yekutieli FCR-adjusted intervals"}
 
 
 def summary(rep: Report) -> dict:
@@ -286,6 +350,10 @@ def summary(rep: Report) -> dict:
                                 "lower_ms": a.get(f"{'delta_active' if k == 'active' else k}_lower_ms"),
                                 "upper_ms": a.get(f"{'delta_active' if k == 'active' else k}_upper_ms"),
                                 "distinguishable": a.get(f"{'delta_active' if k == 'active' else k}_clear"),
+                                "small": a.get(f"{'delta_active' if k == 'active' else k}_small"),
+                                "marginal_lower_ms": a.get(f"{'delta_active' if k == 'active' else k}_marginal_lower_ms"),
+                                "marginal_upper_ms": a.get(f"{'delta_active' if k == 'active' else k}_marginal_upper_ms"),
+                                "p": a.get(f"{'delta_active' if k == 'active' else k}_p"),
                                 **({} if k == "active" else {"share": a.get(f"{k}_share"),
                                                              "share_lower": a.get(f"{k}_share_lower"),
                                                              "share_upper": a.get(f"{k}_share_upper")})}
@@ -296,7 +364,8 @@ def summary(rep: Report) -> dict:
             "gate": g.gate,
             "gate_detail": {k: g.get(k) for k in ("threshold", "confidence", "lower", "upper", "estimate", "k",
                                                   "coverage", "strata", "method", "smallest_detectable_change",
-                                                  "runs_needed", "p_value", "note", "decision")},
+                                                  "runs_needed", "p_value", "note", "decision",
+                                                  "flagged_runs", "without_flagged")},
         })
     env = rep.environment
     return {
@@ -312,6 +381,7 @@ def summary(rep: Report) -> dict:
         "min_runs": rep.min_runs,
         "cross_machine": rep.cross_machine,
         "notes": rep.notes,
+        "attribution_family": family_summary(rep.family, rep.min_share),
         "candidates": [{"label": rep.candidate.label, "revision": rep.candidate.revision, "verdict": rep.verdict}],
         "ledger": None,
         "verdict": rep.verdict,
@@ -364,6 +434,12 @@ def decision_block(rep: Report) -> str:
     for r in g:
         if r["gate"] in ("MISSING", "MISALIGNED"):
             lines.append(f"- `{r['case']}`: {r['gate']}: {r['note']}.")
+    depends = [r for r in g if r.get("without_flagged") and r["without_flagged"] != r["gate"]]
+    if depends:
+        lines.append("Verdicts that depend on runs flagged BUSY or STEAL (kept in the verdict; without them the "
+                     "case would be): " + "; ".join(f"`{r['case']}` {r['gate']} → {r['without_flagged']}"
+                                                     for r in depends)
+                     + ". Suggested: a replacement round (`mbaphases run --until-decisive` schedules one).")
     decided = [r for r in g if r.get("decision")]
     if decided:
         lines.append("Recorded decisions: " + "; ".join(f"`{r['case']}`: {r['decision']}" for r in decided) + ".")
@@ -394,7 +470,9 @@ def markdown(rep: Report) -> str:
         "## Gate", _md(v["gate"]),
         "## Throughput: median [min, max] (env steps/s)", _md(v["throughput"]),
         "## Phases: median ms per vector step (baseline → candidate)", _md(v["phases"]),
-        "## Branch-level attribution of the change in active ms per vector step", _md(v["attribution"]),
+        "## Branch-level attribution of the change in active ms per vector step",
+        family_text(rep.family, rep.min_share, "this report's attribution (every case and part)"),
+        _md(v["attribution"]),
         "## Dispersion of per-run throughput", _md(v["dispersion"]),
         *(["## Functions behind the flagged phases (profiled runs, outside the measured ones)",
            FUNCTIONS_TEXT, _md(v["functions"])] if len(v["functions"]) else []),
@@ -407,8 +485,9 @@ def markdown(rep: Report) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-FUNCTIONS_TEXT = ("Per case, for each phase whose change the attribution flags (interval excluding 0, largest "
-                  "first, up to three), the functions whose time in that phase changed most, in ms per vector "
+FUNCTIONS_TEXT = ("Per case, for each phase whose change is worth a look (its marginal interval excluding 0 and "
+                  "the change not small; largest first, up to three; where to look, not a mark), the functions "
+                  "whose time in that phase changed most, in ms per vector "
                   "step: each side's share of the phase's samples in its one profiled run (py-spy, outside the "
                   "measured runs) times the phase's measured time (median of its formal runs). Total: the "
                   "function anywhere below the phase function; self: as the leaf. Share: of the phase's measured "
@@ -468,11 +547,13 @@ class Overview:
     additivity: pd.DataFrame
     history: list[str]  # candidate labels in first-parent order
     verdict: str
+    family: FamilyMarks | None = None  # the ledger's changes as one family of questions
+    min_share: float = tables.MIN_SHARE
 
 
 def build_overview(reps: list[Report], reference: str, combines: dict[str, list[str]], history: list[str],
                    sides: list[Side] | None = None, margin_share: float | None = None,
-                   margin_ms: float | None = None) -> Overview:
+                   margin_ms: float | None = None, min_share: float = tables.MIN_SHARE) -> Overview:
     """``sides``: the candidates as loaded (a report's candidate is restricted to the batches
     it shares with the baseline; the ledger pairs each with the reference itself)."""
     from mbaphases import ledger as ledger_mod
@@ -482,11 +563,12 @@ def build_overview(reps: list[Report], reference: str, combines: dict[str, list[
     others = [c for c in by_label.values() if c.label != reference]
     cases = reps[0].cases
     confidence = reps[0].confidence
-    led = ledger_mod.ledger_table(ref, others, cases, confidence)
+    led, family = ledger_mod.ledger_table(ref, others, cases, confidence, min_share)
     add = ledger_mod.additivity_table(ref, by_label, combines, led, cases, confidence,
                                       ledger_mod.DEFAULT_MARGIN_SHARE if margin_share is None else margin_share,
                                       margin_ms)
-    return Overview(reps, reference, led, add, history, overall_verdict([r.verdict for r in reps]))
+    return Overview(reps, reference, led, add, history, overall_verdict([r.verdict for r in reps]), family,
+                    min_share)
 
 
 def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:
@@ -505,7 +587,7 @@ def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:
     for key, title in (("delta_sum", "Δ active ms"), ("physics", "Δ physics"), ("update_state", "Δ update_state"),
                        ("reset_done", "Δ reset_done"), ("other", "Δ other")):
         lv[title] = [change_text(r.get(f"{key}_ms"), r.get(f"{key}_lower_ms"), r.get(f"{key}_upper_ms"),
-                                 r.get(f"{key}_clear"), "{:+.3f}") for r in recs]
+                                 r.get(f"{key}_clear"), "{:+.3f}", r.get(f"{key}_small")) for r in recs]
     a = ov.additivity
     arecs = a.to_dict("records")
 
@@ -539,8 +621,8 @@ def overview_markdown(ov: Overview) -> str:
         "## Gate per candidate", _md(v["verdicts"]),
         f"## Ledger: each candidate against {ov.reference}",
         "Change in active ms per vector step (negative: faster), split by phase as in each report's attribution, "
-        f"each with its {ov.reports[0].confidence:.0%} distribution-free interval; {NOISE_MARK}: the interval "
-        "contains 0 (not distinguishable from run-to-run noise).",
+        "each with its distribution-free interval.",
+        family_text(ov.family, ov.min_share, "this ledger (every candidate, case and column)"),
         _md(v["ledger"]),
     ]
     if len(v["additivity"]):
@@ -569,7 +651,7 @@ def overview_summary(ov: Overview) -> dict:
         "candidates": [{"label": r.candidate.label, "revision": r.candidate.revision, "verdict": r.verdict,
                         "counts": r.gate.gate.value_counts().to_dict(),
                         "summary": f"{slug(r.candidate.label)}/summary.json"} for r in ov.reports],
-        "ledger": {"reference": ov.reference, "history": ov.history,
+        "ledger": {"reference": ov.reference, "history": ov.history, "family": family_summary(ov.family, ov.min_share),
                    "rows": ov.ledger.to_dict("records"), "additivity": ov.additivity.to_dict("records")},
         "definitions": DEFINITIONS,
     }

@@ -339,24 +339,39 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                             f"{int(started)}")
             if until_decisive is not None:
                 record["until_decisive"] = until_decisive
+                replaced = False
                 while True:
                     looks += 1
                     open_cases = undecided(conf_path, pins, sides, machine, until_decisive, out)
                     record["looks"] = looks
-                    if not open_cases:
+                    # a run another process or the hypervisor disturbed stays in; its sides get one
+                    # replacement round, so no verdict has to rest on it alone
+                    flagged = [] if replaced else flagged_sides(sides, run_meta(raw_dir, machine, started))
+                    if not open_cases and not flagged:
                         print(f"[until decisive] look {looks}: every case decided after {done_runs} runs per side",
                               file=out, flush=True)
                         break
+                    what = (f"{len(open_cases)} case(s) still INCONCLUSIVE" if open_cases else
+                            f"no replacement round for the flagged runs of {', '.join(x['label'] for x in flagged)}")
                     if done_runs >= until_decisive["max_runs"]:
-                        print(f"[until decisive] stopping at --max-runs {until_decisive['max_runs']}: "
-                              f"{len(open_cases)} case(s) still INCONCLUSIVE", file=out, flush=True)
+                        print(f"[until decisive] stopping at --max-runs {until_decisive['max_runs']}: {what}",
+                              file=out, flush=True)
                         break
                     if time.time() - started >= until_decisive["budget_s"]:
                         print(f"[until decisive] stopping: time budget of {until_decisive['budget_s']:.0f} s spent; "
-                              f"{len(open_cases)} case(s) still INCONCLUSIVE", file=out, flush=True)
+                              f"{what}", file=out, flush=True)
                         break
                     done_runs += 1
-                    round_shas = [x["sha"] for x in sides_for_round(sides, open_cases)]
+                    if flagged:
+                        replaced = True
+                        record["replacement_round"] = {"round": done_runs, "sides": [x["label"] for x in flagged]}
+                        print(f"[until decisive] replacement round for flagged runs: "
+                              f"{', '.join(x['label'] for x in flagged)}", file=out, flush=True)
+                        round_sides = flagged if open_cases == [] else [
+                            x for x in sides if x in flagged or x in sides_for_round(sides, open_cases)]
+                    else:
+                        round_sides = sides_for_round(sides, open_cases)
+                    round_shas = [x["sha"] for x in round_sides]
                     for x in sides:
                         if x["sha"] in round_shas:
                             runs_by_side[x["label"]] += 1
@@ -397,6 +412,20 @@ def sides_for_round(sides: list[dict], open_cases: list[tuple[str, str]]) -> lis
     are compared with; a decided candidate gets no more runs."""
     open_labels = {label for label, _ in open_cases}
     return [x for x in sides if x["role"] == "baseline" or x["label"] in open_labels]
+
+
+def flagged_sides(sides: list[dict], metas: list[dict]) -> list[dict]:
+    """The sides whose runs in this batch were flagged (BUSY, STEAL), with the baseline whenever
+    any is: a replacement run of a candidate is compared with the baseline's runs of the same
+    batch; a flagged baseline run touches every candidate's comparison, so then every side."""
+    from mbaphases import load
+
+    disturbed = {m["commit"] for m in metas if load.run_flags(m)}
+    if not disturbed:
+        return []
+    if sides[0]["sha"] in disturbed:
+        return list(sides)
+    return [x for x in sides if x["role"] == "baseline" or x["sha"] in disturbed]
 
 
 def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict, out) -> list[tuple[str, str]]:

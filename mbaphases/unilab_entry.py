@@ -294,7 +294,23 @@ def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_ste
     rng = np.random.default_rng(seed)
     actions_np = rng.uniform(-1.0, 1.0, size=(total + 1, num_envs, action_dim)).astype(np.float32)
     actions = [a if era.actions == "numpy" else torch.from_numpy(a) for a in actions_np]
+    samples, cpu_pct, completed = collect(env, actions, replay, split_obs, timeout_mask, warmup, num_envs)
+    if hasattr(replay, "close"):
+        replay.close()
+    # the field's two runtimes: a manager-based env class, or a hand-written (direct) one
+    manager_based = any("ManagerBased" in k.__name__ for k in type(env).__mro__)
+    return {"samples": samples, "cpu_pct": cpu_pct, "runtime": "mba" if manager_based else "direct",
+            "obs_dim": int(obs_dim), "critic_dim": int(critic_dim),
+            "action_dim": action_dim, "completed_episodes": completed}
 
+
+def collect(env, actions: list, replay, split_obs, timeout_mask, warmup: int, num_envs: int):
+    """The collector's loop: a priming step, then ``len(actions) - 1`` vector steps, the last
+    ``len(actions) - 1 - warmup`` of them recorded. One function of its own, so a profile's
+    window is exactly this loop (mbaphases.profiles)."""
+    import torch
+
+    total = len(actions) - 1
     state = env.step(actions[0])  # priming step, outside the window
     obs, critic = split_obs(state.obs)
     obs, critic = _as_tensor(obs).float(), _as_tensor(critic).float()
@@ -364,13 +380,7 @@ def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_ste
     cpu_pct = None
     if cpu_start and cpu_end and cpu_end[1] > cpu_start[1]:
         cpu_pct = 100.0 * (cpu_end[0] - cpu_start[0]) / (cpu_end[1] - cpu_start[1])
-    if hasattr(replay, "close"):
-        replay.close()
-    # the field's two runtimes: a manager-based env class, or a hand-written (direct) one
-    manager_based = any("ManagerBased" in k.__name__ for k in type(env).__mro__)
-    return {"samples": samples, "cpu_pct": cpu_pct, "runtime": "mba" if manager_based else "direct",
-            "obs_dim": int(obs_dim), "critic_dim": int(critic_dim),
-            "action_dim": action_dim, "completed_episodes": len(finished_returns)}
+    return samples, cpu_pct, len(finished_returns)
 
 
 def config_hash(resolved: dict) -> str:

@@ -119,7 +119,8 @@ def test_parity_holds_with_the_first_versions_costs(case, costs):
     assert assert_same(direct, rollout(case, "mba", off, 80, seed=5)) > 0
 
 
-def test_per_substep_dispatch_is_exact_on_motrix(costs):
+def test_per_substep_dispatch_leaves_motrix_as_direct(costs):
+    # the cost is MuJoCo's (dev_costs.PER_SUBSTEP_DISPATCH): MotrixSim steps once per control step
     case = "sac/g1_walk_flat/motrix"
     off = ["task.episode_length_s=1.5", "task.action_scale=1.0"]
     direct = rollout(case, "direct", off, 60, seed=2)

@@ -89,7 +89,7 @@ def test_mba_dev_against_main_names_the_functions_of_its_three_costs(history):
     assert (fn.self_candidate_ms <= fn.total_candidate_ms + 1e-9).all()
     assert (fn.phase_change_ms - (fn.phase_candidate_ms - fn.phase_baseline_ms)).abs().max() < 1e-9
     # the report lists the phases the attribution flags (update_state's loss is never near 0 here)
-    flagged, flames = profiles.compare(main, dev, tables.attribution_table(main, dev, [CASE]), [CASE])
+    flagged, flames = profiles.compare(main, dev, tables.attribution_table(main, dev, [CASE])[0], [CASE])
     assert "update_state" in set(flagged.phase) and len(flagged[flagged.phase == "update_state"]) == profiles.TOP
     assert "<svg" in flames[CASE] and "rgb(255," in flames[CASE]
 

@@ -228,17 +228,24 @@ def test_ledger_changes_have_intervals_and_noise_is_marked(tmp_path):
     dev = phase_side(tmp_path, "dev", noisy(rng, 6, 0.05))
     # update_state 1 ms faster; physics only noise
     opt = phase_side(tmp_path, "opt", noisy(rng, 6, 0.05, update_state=0.5, env_step=8.0))
-    row = ledger.ledger_table(dev, [opt], [CASE], 0.90).iloc[0]
+    led, marks = ledger.ledger_table(dev, [opt], [CASE], 0.90)
+    row = led.iloc[0]
     pd_ = tables.attribution_parts(dev, CASE)
     po = tables.attribution_parts(opt, CASE)
     iv = interval.difference_interval(pd_["physics"], po["physics"], 0.90)
-    assert (row.physics_lower_ms, row.physics_upper_ms) == (pytest.approx(iv.lower), pytest.approx(iv.upper))
+    assert (row.physics_marginal_lower_ms, row.physics_marginal_upper_ms) == (pytest.approx(iv.lower),
+                                                                              pytest.approx(iv.upper))
     # brute force over pairs: the k-th smallest and largest of the 36 differences
     diffs = np.sort((po["physics"].to_numpy()[None, :] - pd_["physics"].to_numpy()[:, None]).ravel())
-    assert row.physics_lower_ms == pytest.approx(diffs[iv.k - 1]) and row.physics_upper_ms == pytest.approx(diffs[-iv.k])
+    assert row.physics_marginal_lower_ms == pytest.approx(diffs[iv.k - 1])
+    assert row.physics_marginal_upper_ms == pytest.approx(diffs[-iv.k])
+    # the interval shown is the same inversion at the family's level (five columns, one case)
+    assert marks.size == 5 and 0.90 < marks.level < 1
+    fam = interval.difference_interval(pd_["physics"], po["physics"], marks.level)
+    assert (row.physics_lower_ms, row.physics_upper_ms) == (pytest.approx(fam.lower), pytest.approx(fam.upper))
     assert row.update_state_clear and row.update_state_upper_ms < 0
     assert not row.physics_clear and row.physics_lower_ms < 0 < row.physics_upper_ms
-    a = tables.attribution_table(dev, opt, [CASE], 0.90).iloc[0]
+    a = tables.attribution_table(dev, opt, [CASE], 0.90)[0].iloc[0]
     assert a.update_state_share_lower <= a.update_state_share <= a.update_state_share_upper
     assert 0.5 < a.update_state_share_lower and a.update_state_share_upper < 1.5
 
@@ -257,7 +264,7 @@ def test_additivity_has_three_answers(tmp_path, combined_update_state, noise, ex
     both = phase_side(tmp_path, "both", noisy(rng, n, noise, physics=5.0, step_core=5.5,
                                               update_state=combined_update_state,
                                               env_step=5.5 + combined_update_state + 0.5 + 0.5))
-    led = ledger.ledger_table(dev, [a, b, both], [CASE], 0.90)
+    led, _ = ledger.ledger_table(dev, [a, b, both], [CASE], 0.90)
     add = ledger.additivity_table(dev, {"a": a, "b": b, "both": both}, {"both": ["a", "b"]}, led, [CASE], 0.90).iloc[0]
     assert add.additivity == expected, add.to_dict()
     assert add.interaction_lower_ms <= add.interaction_ms <= add.interaction_upper_ms
@@ -289,7 +296,7 @@ def test_a_side_never_gates_from_a_tolerance_wider_than_its_effect(tmp_path):
     dev = phase_side(tmp_path, "dev", noisy(rng, 3, 1.0))
     a = phase_side(tmp_path, "a", noisy(rng, 3, 1.0, update_state=1.4, env_step=8.9))
     both = phase_side(tmp_path, "both", noisy(rng, 3, 1.0, update_state=1.4, env_step=8.9))
-    led = ledger.ledger_table(dev, [a, both], [CASE], 0.90)
+    led, _ = ledger.ledger_table(dev, [a, both], [CASE], 0.90)
     add = ledger.additivity_table(dev, {"a": a, "both": both}, {"both": ["a"]}, led, [CASE], 0.90).iloc[0]
     assert add.additivity == "undetermined"
 

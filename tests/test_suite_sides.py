@@ -236,3 +236,41 @@ def test_a_machine_of_other_hardware_is_never_appended_to(tmp_path):
     assert r.returncode == 1, r.stderr
     top = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert len(top["hardware"]) == 2 and {h["verdict"] for h in top["hardware"]} <= {"PASS", "FAIL", "INCONCLUSIVE"}
+
+
+def test_a_later_failed_run_keeps_every_earlier_run_and_its_batch(tmp_path):
+    """A case that fails in a later batch: asv's store may drop that case's earlier samples, the
+    raw runs keep them; the loader reads the raw runs, so every earlier run keeps its value and
+    its batch, and the failure is the later run's."""
+    from asv import results as asv_results
+
+    from mbaphases.load import load_asv_side
+
+    suite = make_suite(tmp_path, "mba-dev")
+    (suite / "pins.toml").write_text(sides_pins(SIDES[:2], runs=1))
+    shas = generate(suite / "demo-target")
+    args = ("run", "--profile", "tiny", "--python", sys.executable, "--machine", "latebox")
+    first = run_mbaphases(suite, *args)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    # the candidate's checkout breaks between batches: its MotrixSim case now fails in the physics step
+    owner = suite / ".asv" / "worktrees" / shas["mba-dev"] / "conf" / "sac" / "task" / "g1_motion_tracking" / "motrix.yaml"
+    owner.write_text(owner.read_text() + "task:\n  decimation: 0\n")
+    second = run_mbaphases(suite, *args)
+    assert second.returncode != 0 and "FAILED" in second.stdout, second.stdout[-3000:]
+    broken = "sac/g1_motion_tracking/motrix"
+    side = load_asv_side("MBA dev", shas["mba-dev"], suite / "results", "latebox", suite / "demo-target")
+    thr = side.values[side.values.metric == "throughput"]
+    assert sorted(thr[thr.case == broken].run) == ["run1"]
+    assert sorted(thr[thr.case == CASES[0]].run) == ["run1", "run2"]
+    assert list(side.failed.run[side.failed.case == broken]) == ["run2"]
+    assert len(set(side.batches.values())) == 2 and set(side.batches) == {"run1", "run2"}
+    (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results"), "latebox", shas["mba-dev"][:8])
+    key = "collector.CollectorActive.entry_time_per_million_steps"
+    stored = dict(zip(res.get_result_params(key)[0], res.get_result_samples(key, res.get_result_params(key))))
+    kept = [v for v in stored[f"'{broken}'"] or [] if v is not None]
+    # whatever asv kept, the side says so when it is less than the raw runs
+    assert len(kept) == 1 or any("asv's store keeps" in n for n in side.notes), (kept, side.notes)
+    rep = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--machine", "latebox", "--min-runs", "1")
+    assert rep.returncode in (0, 1), rep.stderr
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert summary

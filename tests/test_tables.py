@@ -65,7 +65,7 @@ def test_phases_and_attribution_add_up(tmp_path):
     p = tables.phase_table(b, c, [CASE_A]).iloc[0]
     assert p.update_state_ms_baseline == pytest.approx(1.5) and p.update_state_ms_candidate == pytest.approx(2.9)
     assert p.resets_per_step_baseline == pytest.approx(1.0)
-    a = tables.attribution_table(b, c, [CASE_A]).iloc[0]
+    a = tables.attribution_table(b, c, [CASE_A])[0].iloc[0]
     # active 10.0 -> 13.2 ms: +3.2 = physics +1 + (step_core-physics) +0.3 + update_state +1.4
     #   + reset_done +0.5 + env_step rest (0.5 -> 0.3) -0.2 + replay +0.1 + bookkeeping +0.1
     assert a.delta_active_median_ms == pytest.approx(3.2) and a.delta_sum_ms == pytest.approx(3.2)
@@ -265,7 +265,7 @@ def test_ledger_splits_each_candidates_change_by_phase(tmp_path):
     opt = phase_side(tmp_path, "opt", [{**BASE, "physics": 5.0, "step_core": 5.5, "env_step": 8.0}] * 3)
     from mbaphases import ledger
 
-    row = ledger.ledger_table(dev, [opt], [CASE_A]).iloc[0]
+    row = ledger.ledger_table(dev, [opt], [CASE_A])[0].iloc[0]
     assert row.delta_sum_ms == pytest.approx(-1.0) and row.physics_ms == pytest.approx(-1.0)
     assert row.update_state_ms == pytest.approx(0.0) and row.reset_done_ms == pytest.approx(0.0)
     # throughput 100 envs / active ms: 10 ms -> 9 ms
@@ -302,8 +302,35 @@ def test_a_side_without_physics_time_keeps_physics_inside_step_core_on_both(tmp_
     # the baseline's backend reports no physics time (an older release); step_core 6.5 ms on both sides
     b = load.load_raw_side("old", side_files(tmp_path, "b", [{CASE_A: {"physics": None}} for _ in range(3)]))
     c = load.load_raw_side("new", side_files(tmp_path, "c", [{CASE_A: {"physics": 6.0}} for _ in range(3)]))
-    row = tables.attribution_table(b, c, [CASE_A]).iloc[0]
+    row = tables.attribution_table(b, c, [CASE_A])[0].iloc[0]
     # compared like with like: no change, rather than -6.0 ms of "step_core minus physics"
     assert row["step_core_minus_physics_ms"] == pytest.approx(0.0)
     assert row["physics_ms"] is None or np.isnan(row["physics_ms"])
     assert row["delta_sum_ms"] == pytest.approx(row["delta_active_median_ms"])
+
+
+def test_each_gate_row_says_whether_its_verdict_holds_without_the_flagged_runs(tmp_path):
+    """Runs flagged BUSY stay in the verdict; the row says what it would be without them, and
+    the decision block lists the cases whose verdict depends on them."""
+    bt, ct = [1000, 1010, 990, 1005], [950, 960, 955, 700]
+    b = load.load_raw_side("b", side_files(tmp_path, "b", [{CASE_A: {"env_step": env_step_for(t)},
+                                                             CASE_B: {"env_step": env_step_for(t)}} for t in bt]))
+    c = load.load_raw_side("c", side_files(tmp_path, "c", [{CASE_A: {"env_step": env_step_for(t)},
+                                                             CASE_B: {"env_step": env_step_for(t + 250)}}
+                                                            for t in ct]))
+    slow = sorted(c.values.run.unique())[-1]  # the candidate's 700 run
+    c.run_flags = {slow: ["machine busy during the run (42% of CPUs used by other processes)"]}
+    rep = report.build(b, c, 0.9, 3)
+    g = rep.gate.set_index("case")
+    # with the disturbed run: 700/1010 stretches the interval below 0.9; without it 950/1010 clears
+    assert g.loc[CASE_A, "gate"] == "INCONCLUSIVE" and g.loc[CASE_A, "without_flagged"] == "PASS"
+    assert g.loc[CASE_B, "gate"] == "PASS" and g.loc[CASE_B, "without_flagged"] == "PASS"
+    assert g.loc[CASE_A, "flagged_runs"] == 1
+    view = report.view_tables(rep)["gate"].set_index("case")
+    assert view.loc[CASE_A, "without flagged runs"] == "PASS (1 flagged run left out)"
+    assert view.loc[CASE_B, "without flagged runs"] == "same (1 flagged run left out)"
+    block = report.decision_block(rep)
+    assert f"`{CASE_A}` INCONCLUSIVE → PASS" in block and f"`{CASE_B}`" not in block.split("depend on runs")[1]
+    # a side without flagged runs: the column stays empty
+    c.run_flags = {}
+    assert report.build(b, c, 0.9, 3).gate.without_flagged.isna().all()

@@ -6,10 +6,12 @@ They are source, not configuration, so no benchmark override can flip them.
 Each changes how the work is done, not what it computes (see the parity tests;
 the one exception is named on PER_SUBSTEP_DISPATCH).
 
-* PER_SUBSTEP_DISPATCH: the action is applied and the physics dispatched once
-  per physics substep instead of once per control step. On MuJoCo the pool
-  restarts the solver's warmstart at every dispatch, so trajectories differ
-  within solver tolerance; on MotrixSim they are identical.
+* PER_SUBSTEP_DISPATCH: on MuJoCo, the action is applied and the physics
+  dispatched once per physics substep instead of once per control step (the
+  field's first version did this on its MuJoCo path only; MotrixSim keeps one
+  dispatch per control step, so its physics does not move). The pool restarts
+  the solver's warmstart at every dispatch, so trajectories differ within solver
+  tolerance.
 * PER_TERM_STATE: in the step path every observation, reward and termination
   term reads the engine state again and derives what it needs (gravity in the
   base frame, foot heights, body positions) for every env, and observation

@@ -41,7 +41,7 @@ class ManagerBasedEnv(VecEnv):
         self.action_manager.process(actions)
 
     def _step_physics(self):
-        if not dev_costs.PER_SUBSTEP_DISPATCH:
+        if not dev_costs.PER_SUBSTEP_DISPATCH or self.backend.name != "mujoco":
             return super()._step_physics()
         return self.backend.step_each_substep(self._ctrl, self.decimation, self.action_manager.apply)
 
