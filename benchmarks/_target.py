@@ -398,7 +398,7 @@ def run_entry(pins: dict) -> dict:
     return {"run": k, "results": results, "errors": errors}
 
 
-PROFILE_RATE_HZ = 500
+PROFILE_RATE_HZ = 500  # pins profile_rate_hz overrides: py-spy stops the target for every native unwind
 PROFILE_STEPS_FACTOR = 2  # the profiled run measures longer, for more samples; its figures are not used
 
 
@@ -417,7 +417,8 @@ def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: 
     out.mkdir(parents=True, exist_ok=True)
     pyspy = env.get("MBAPHASES_PYSPY") or shutil.which("py-spy")
     prof = pins["active_profile"]
-    doc = {"profiler": pyspy, "rate_hz": PROFILE_RATE_HZ, "steps_factor": PROFILE_STEPS_FACTOR, "cases": {},
+    rate = int(pins.get("profile_rate_hz", PROFILE_RATE_HZ))
+    doc = {"profiler": pyspy, "rate_hz": rate, "steps_factor": PROFILE_STEPS_FACTOR, "cases": {},
            "started": time.time()}
     for case in pins["cases"]:
         folded = out / f"{case_slug(case)}.folded"
@@ -434,7 +435,7 @@ def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: 
             doc["cases"][case] = row
             continue
         for native in (True, False):
-            cmd = [pyspy, "record", "--format", "raw", "--rate", str(PROFILE_RATE_HZ), "--idle", "--threads",
+            cmd = [pyspy, "record", "--format", "raw", "--rate", str(rate), "--idle", "--threads",
                    "--subprocesses", *(["--native"] if native else []), "-o", str(folded), "--", *entry]
             p = subprocess.run(cmd, cwd=target, env=env, capture_output=True, text=True, check=False)
             row.update(command=cmd, returncode=p.returncode, native=native)

@@ -23,9 +23,13 @@ _REQUIREMENT = "^[A-Za-z0-9][A-Za-z0-9._-]*(\\[.*\\])?\\s*(==|>=|<=|~=|!=|<|>|@)
 _REQUIREMENTS = {"type": "array", "items": {"type": "string", "pattern": _REQUIREMENT}}
 # a side is a commit of the target repository (ref) or, for a [published] target, what to install
 _SIDE = {"type": "object", "required": ["label"], "additionalProperties": False,
-         "anyOf": [{"required": ["ref"]}, {"required": ["install"]}],
+         "anyOf": [{"required": ["ref"]}, {"required": ["install"]}, {"required": ["checkout", "commit"]}],
          "properties": {"ref": {"type": "string", "minLength": 1}, "label": {"type": "string", "minLength": 1},
                         "install": {"type": "string", "minLength": 1}, "overrides": _REQUIREMENTS,
+                        # a commit of a checkout of the framework's repository (mbaphases.published)
+                        "checkout": {"type": "string", "minLength": 1},
+                        "commit": {"type": "string", "minLength": 1},
+                        "extras": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9._-]+$"}},
                         "swap": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*==.+$"}}}}
 _CANDIDATE = {**_SIDE, "properties": {**_SIDE["properties"], "combines": {
     "type": "array", "items": {"type": "string"}, "uniqueItems": True}}}
@@ -45,6 +49,9 @@ PINS_SCHEMA = {
         "candidates": {"type": "array", "minItems": 1, "items": _CANDIDATE},
         "reference": {"type": "string", "minLength": 1},
         "profile_functions": {"type": "boolean"},
+        # py-spy's sampling rate for the profiled runs: lower where native unwinding of many
+        # threads (a large framework) stalls the target at every sample
+        "profile_rate_hz": {"type": "integer", "minimum": 10, "maximum": 1000},
         "profiles": {"type": "object", "minProperties": 1, "additionalProperties": {
             "type": "object", "required": list(PROFILE_KEYS), "additionalProperties": False,
             "properties": {**{k: _POSITIVE_INT for k in PROFILE_KEYS},
@@ -176,9 +183,11 @@ def normalize_sides(doc: dict, what: str) -> dict:
                                  f"valid: {', '.join(n for n in names if n != c['label'])}")
     doc["candidates"], doc["reference"] = cands, ref
     for side in [doc["baseline"], *cands]:
-        if "install" in side and "published" not in doc:
+        if ("install" in side or "checkout" in side) and "published" not in doc:
             raise UsageError(f"{what}: side {side['label']!r} names what to install, which needs a [published] "
                              "table (the target that installs sides)")
+        if "install" in side and "checkout" in side:
+            raise UsageError(f"{what}: side {side['label']!r} names both install and checkout; give one")
         if "ref" not in side:
             # the side's commit in the generated pin repository
             side["ref"] = published_tag(side["label"])

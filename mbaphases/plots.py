@@ -175,9 +175,10 @@ def ledger_figure(ov):
         pos_bottom, neg_bottom = np.zeros(len(cands)), np.zeros(len(cands))
         for name, color in parts:
             vals = np.array([-_f(sub.loc[c, f"{name}_ms"]) for c in cands])
-            clear = np.array([sub.loc[c].get(f"{name}_clear") is not False for c in cands])
+            clear = np.array([sub.loc[c].get(f"{name}_clear") is True for c in cands])
             bottom = np.where(vals >= 0, pos_bottom, neg_bottom)
-            # a part whose interval contains 0 is hatched and faint: not distinguishable from noise
+            # a part that is not a mark of the ledger's family (noise, too small, or no interval at
+            # the family's level) is hatched and faint
             for idx in range(len(cands)):
                 ax.bar(idx, vals[idx], bottom=bottom[idx], color=color, alpha=1.0 if clear[idx] else 0.35,
                        hatch=None if clear[idx] else "///", edgecolor="white" if clear[idx] else color,

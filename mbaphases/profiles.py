@@ -23,6 +23,7 @@ native addresses between runs, so they are dropped.
 """
 from __future__ import annotations
 
+import fnmatch
 import html
 import json
 import math
@@ -37,7 +38,8 @@ import rust_demangler
 @dataclass(frozen=True)
 class EntryFrames:
     """Where an entry runs its measured loop and which of the code's functions are its timed phases
-    ("name@file" pins a name to a file where it is not unique)."""
+    ("name@file" pins a name to a file where it is not unique; "*@file-glob": any function of a
+    native library; "pattern in outer": only below a frame matching ``outer``)."""
     window: tuple[str, ...]
     phases: dict[str, tuple[str, ...]]
 
@@ -55,9 +57,11 @@ ENTRY_FRAMES = {
     }),
     # the published framework under the suite's entry (mbaphases/unilab_entry.py): TorchEnv.step
     # times the backend's step_tensor, update_state and _reset_done_envs; unisim's backends time
-    # the engine call inside step_tensor (MuJoCo's batch pool, MotrixSim's runtimes)
+    # the engine call inside step_tensor: MuJoCo's batch pool (_step_native), MotrixSim's model
+    # step, a call into its native library from the same Python line as its control write, so
+    # every frame in that library counts as physics
     "unilab": EntryFrames(window=("collect@benchmark_offpolicy_collector_active.py",), phases={
-        "physics": ("_step_native", "_portable_step_runtimes"),
+        "physics": ("_step_native", "_portable_step_runtimes", "*@motrixsim*.so in _host_step"),
         "step_core_minus_physics": ("step_tensor",),
         "update_state": ("update_state",),
         "reset_done": ("_reset_done_envs",),
@@ -110,14 +114,20 @@ def normalize(frame: str) -> str:
 
 
 def _matches(frame: str, pattern: str) -> bool:
+    """``pattern``: 'name', 'name@file' or '*@file-glob' (any function of a native library)."""
     name, _, file = pattern.partition("@")
     m = _FRAME.match(frame)
     if not m:
         return False
     func = m.group("name")
-    if func != name and not func.endswith("." + name):
+    if name != "*" and func != name and not func.endswith("." + name):
         return False
-    return not file or Path(m.group("file")).name == file
+    return not file or fnmatch.fnmatch(Path(m.group("file")).name, file)
+
+
+def _matches_at(stack: list[str], i: int, pattern: str) -> bool:
+    frame_pattern, _, outer = pattern.partition(" in ")
+    return _matches(stack[i], frame_pattern) and (not outer or any(_matches(f, outer) for f in stack[:i]))
 
 
 def read_folded(path: Path) -> list[tuple[list[str], int]]:
@@ -162,9 +172,9 @@ def load_case(path: Path) -> CaseProfile:
         frames = [normalize(f) for f in stack[at + 1:]]
         raw = stack[at + 1:]
         part, outer, is_phase = "rest", None, set()
-        for i, f in enumerate(raw):
+        for i in range(len(raw)):
             for name, patterns in phase_frames.items():
-                if any(_matches(f, p) for p in patterns):
+                if any(_matches_at(raw, i, p) for p in patterns):
                     part, outer = name, i if outer is None else outer
                     is_phase.add(i)
         prof.window += count

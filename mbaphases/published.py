@@ -41,21 +41,78 @@ def is_published(pins: dict) -> bool:
     return "published" in pins
 
 
-def side_definitions(pins: dict) -> list[dict]:
+def side_definitions(pins: dict, suite_dir: Path) -> list[dict]:
     """Every side with what it installs (baseline first, then the candidates in pins order)."""
     settings = pins["published"]
     common = list(settings.get("overrides", DEFAULT_OVERRIDES))
     out = []
     for role, side in [("baseline", pins["baseline"])] + [("candidate", c) for c in pins["candidates"]]:
-        if "install" not in side:
+        source = {}
+        if "checkout" in side:
+            source = export_commit(side, Path(pins["path"]).parent, suite_dir)
+            install = f"-e {source['tree']}" + (f"[{','.join(side['extras'])}]" if side.get("extras") else "")
+        elif "install" in side:
+            install = side["install"]
+        else:
             raise UsageError(f"pins: side {side['label']!r} names no install (a requirement such as "
-                             "'unilab[mujoco,motrix]==1.5.2'); every side of a [published] target needs one")
+                             "'unilab[mujoco,motrix]==1.5.2') and no checkout; every side of a [published] target "
+                             "needs one")
         own = list(side.get("overrides", []))
         names = {requirement_name(o) for o in own}
-        out.append({"role": role, "label": side["label"], "install": side["install"],
+        out.append({"role": role, "label": side["label"], "install": install, "source": source,
                     "overrides": [o for o in common if requirement_name(o) not in names] + own,
                     "swap": list(side.get("swap", [])), "python": settings.get("python", "3.11")})
     return out
+
+
+def export_commit(side: dict, pins_dir: Path, suite_dir: Path) -> dict:
+    """A commit of a checkout of the framework's repository as a source tree the side installs
+    (editable, so the repository's own configs beside its sources are found): its files written
+    once under .asv/checkouts/<sha>/. A file whose content the repository's object store lacks
+    (a partial clone's large meshes) is listed, never invented; the asset step places the
+    registry's byte-identical copies where the framework looks."""
+    checkout = Path(side["checkout"])
+    checkout = checkout if checkout.is_absolute() else (pins_dir / checkout)
+    if not checkout.exists():
+        raise UsageError(f"side {side['label']!r}: checkout {checkout} does not exist")
+    sha = runner.resolve_ref(checkout, side["commit"])
+    tree = (suite_dir / ".asv" / "checkouts" / sha).resolve()
+    record = tree.with_name(f"{sha}.json")
+    if not record.is_file():
+        absent = _write_tree(checkout, sha, tree)
+        record.write_text(json.dumps({"checkout": str(checkout), "commit": sha, "absent": absent}, indent=2) + "\n")
+    doc = json.loads(record.read_text())
+    if doc["absent"]:
+        print(f"{side['label']}: {len(doc['absent'])} file(s) of {sha[:12]} absent from {checkout}'s objects: "
+              f"{', '.join(doc['absent'][:5])}{' ...' if len(doc['absent']) > 5 else ''}", flush=True)
+    return {"tree": str(tree), "commit": sha, "absent": doc["absent"]}
+
+
+def _write_tree(checkout: Path, sha: str, tree: Path) -> list[str]:
+    listing = runner.git(checkout, "ls-tree", "-r", "-z", sha)
+    work = tree.with_name(tree.name + ".partial")
+    shutil.rmtree(work, ignore_errors=True)
+    absent = []
+    for entry in filter(None, listing.split("\0")):
+        meta, path = entry.split("\t", 1)
+        mode, kind, blob = meta.split()
+        if kind != "blob":
+            continue  # a submodule: not part of the framework's sources
+        content = subprocess.run(["git", "-C", str(checkout), "cat-file", "blob", blob], capture_output=True,
+                                 check=False)
+        if content.returncode != 0:
+            absent.append(path)
+            continue
+        dst = work / path
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if mode == "120000":
+            dst.symlink_to(content.stdout.decode())
+        else:
+            dst.write_bytes(content.stdout)
+            if mode == "100755":
+                dst.chmod(0o755)
+    work.rename(tree)
+    return absent
 
 
 def _uv(*args: str, what: str) -> str:
@@ -97,7 +154,7 @@ def resolve_lock(side: dict) -> str:
 
 
 def _definition(side: dict) -> dict:
-    return {k: side[k] for k in ("label", "install", "overrides", "swap", "python")}
+    return {k: side[k] for k in ("label", "install", "overrides", "swap", "python", "source") if side.get(k) != {}}
 
 
 def _existing_locks(repo: Path) -> dict[str, str]:
@@ -141,7 +198,7 @@ def generate(pins: dict, suite_dir: Path, out=sys.stdout) -> Path:
         raise UsageError(f"[published] assets {manifest_path}: {e.strerror}") from None
     except assets.AssetError as e:
         raise UsageError(str(e)) from None
-    sides = side_definitions(pins)
+    sides = side_definitions(pins, suite_dir)
     known = _existing_locks(repo)
     work = Path(tempfile.mkdtemp(prefix="published-sides-", dir=suite_dir / ".asv" if (suite_dir / ".asv").is_dir()
                                  else None))

@@ -26,6 +26,7 @@ import csv
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import io
 import json
 import math
@@ -86,10 +87,12 @@ class Era:
 
 
 _SHARED_PARTS = {
-    "ensure_registries": ("unilab.training:ensure_registries", "unilab.base.registry:ensure_registries"),
+    "ensure_registries": ("unilab.training:ensure_registries", "unilab.base.registry:ensure_registries",
+                          "unilab.training.common:ensure_registries"),
     "seed": ("unilab.training.seed:apply_training_seed", "unilab.utils.seed:apply_training_seed"),
-    "config_adapter": ("unilab.base.config_adapter:EnvConfigAdapter", "unilab.base.config_adapter:BackendAdapter"),
-    "create_env": ("unilab.base.config_adapter:create_env",),
+    "config_adapter": ("unilab.base.config_adapter:EnvConfigAdapter", "unilab.base.config_adapter:BackendAdapter",
+                       "unilab.training.backend_adapter:BackendAdapter"),
+    "create_env": ("unilab.base.config_adapter:create_env", "unilab.training.common:create_env"),
     "split_obs": ("unilab.rl.contracts.observations:split_obs_dict", "unilab.base.observations:split_obs_dict"),
     "obs_dims": ("unilab.rl.contracts.observations:get_obs_dims", "unilab.base.observations:get_obs_dims"),
     "replay_buffer": ("unilab.rl.runtime.ipc.replay_buffer:ReplayBuffer", "unilab.ipc.replay_buffer:ReplayBuffer",
@@ -184,7 +187,8 @@ def owner_config(root: Path, algo: str, task: str, sim: str) -> tuple[Path, str,
         return root / algo, "config", f"task={task}/{sim}"
     if (root / "task" / algo / task / f"{sim}.yaml").is_file():
         return root, "config", f"task={algo}/{task}/{sim}"
-    raise UsageError(f"case {algo}/{task}/{sim}: no owner config under {root}")
+    # a case this version of the framework does not have: the side's own failure, reported per case
+    raise LookupError(f"this version of the framework has no owner config for {algo}/{task}/{sim} under {root}")
 
 
 def fixes_for(case: str, version: str | None, cfg) -> list[ConfigFix]:
@@ -287,8 +291,11 @@ def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_ste
         def timeout_mask(terminated, truncated):
             return (truncated & ~terminated).to(dtype=torch.float32)
     buffer_cls = part(era, "replay_buffer")
-    replay = buffer_cls(capacity=num_envs * replay_steps, obs_dim=int(obs_dim), action_dim=action_dim,
-                        critic_dim=int(critic_dim), device="cpu", ingress_slot_rows=num_envs)
+    wanted = {"capacity": num_envs * replay_steps, "obs_dim": int(obs_dim), "action_dim": action_dim,
+              "critic_dim": int(critic_dim), "device": "cpu", "ingress_slot_rows": num_envs}
+    # the ingress slot (a commit per vector step) came with the torch env; older buffers write directly
+    accepted = inspect.signature(buffer_cls.__init__).parameters
+    replay = buffer_cls(**{k: v for k, v in wanted.items() if k in accepted})
     total = warmup + measure
     # pre-generated: policy inference is the learner's, not the collector's
     rng = np.random.default_rng(seed)

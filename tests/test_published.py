@@ -135,3 +135,15 @@ def test_a_missing_or_altered_asset_stops_before_anything_is_measured(tmp_path, 
                     f'repo = "published-sides"\nassets = "{tmp_path / "altered.json"}"')
     _one_error(r, victim["dest"], "0" * 64, expected)
     assert not (suite / "raw-runs").exists() and not (suite / "published-sides").exists()
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda tmp: None, "does not exist"),
+    (lambda tmp: subprocess.run(["git", "init", "-q", str(tmp / "repo")], check=True), "unknown revision 'deadbeef'"),
+])
+def test_a_checkout_side_without_its_repository_or_commit_is_one_error_line(tmp_path, make, needle):
+    make(tmp_path)
+    suite, r = _bad(tmp_path, "checkout", 'install = "unilab[mujoco,motrix]==1.4.0"\n',
+                    f'checkout = "{tmp_path / "repo"}"\ncommit = "deadbeef"\n')
+    _one_error(r, needle)
+    assert not (suite / "raw-runs").exists()
