@@ -274,3 +274,36 @@ def test_a_later_failed_run_keeps_every_earlier_run_and_its_batch(tmp_path):
     assert rep.returncode in (0, 1), rep.stderr
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert summary
+
+
+def test_runs_disturbed_by_another_process_get_one_replacement_round(tmp_path):
+    """Real CPU hogs (other processes on half the CPUs) while the pinned runs run: every run is
+    flagged BUSY and kept; --until-decisive runs one replacement round for the flagged sides and
+    records it; the report's gate says whether each verdict holds without the flagged runs."""
+    import os
+    import subprocess
+
+    suite = make_suite(tmp_path, "mba-dev")
+    (suite / "pins.toml").write_text(sides_pins(SIDES[:2], runs=1))
+    generate(suite / "demo-target")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(max(1, (os.cpu_count() or 2) // 2 + 1))]
+    try:
+        r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "hog",
+                          "--until-decisive", "--max-runs", "2")
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert "BUSY" in r.stdout, r.stdout[-3000:]
+    assert "replacement round for flagged runs: main direct, MBA dev" in r.stdout, r.stdout[-3000:]
+    (rec,) = (suite / "raw-runs" / "hog" / "batches").glob("*.json")
+    doc = json.loads(rec.read_text())
+    assert doc["replacement_round"] == {"round": 2, "sides": ["main direct", "MBA dev"]}
+    assert doc["runs_by_side"] == {"main direct": 2, "MBA dev": 2}
+    rep = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--machine", "hog", "--min-runs", "1")
+    assert rep.returncode in (0, 1), rep.stderr
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    flagged = [c["gate_detail"]["flagged_runs"] for c in summary["cases"]]
+    assert all(n >= 1 for n in flagged), flagged
+    assert all(c["gate_detail"]["without_flagged"] for c in summary["cases"])
