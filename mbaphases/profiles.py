@@ -158,13 +158,16 @@ def entry_frames(stacks: list[tuple[list[str], int]]) -> EntryFrames | None:
     return None
 
 
-def load_case(path: Path) -> CaseProfile:
+def load_case(path: Path, physics: bool = True) -> CaseProfile:
+    """``physics=False``: engine samples stay in step_core, as the attribution keeps them where a
+    side reports no physics time of its own (tables.attribution_pair)."""
     prof = CaseProfile()
     stacks = read_folded(path)
     known = entry_frames(stacks)
     if known is None:
         return prof  # no measured loop in it: every sample outside the window
-    window, phase_frames = known.window, known.phases
+    window = known.window
+    phase_frames = {k: v for k, v in known.phases.items() if physics or k != "physics"}
     for stack, count in stacks:
         at = next((i for i, f in enumerate(stack) if any(_matches(f, w) for w in window)), None)
         if at is None:
@@ -251,11 +254,13 @@ def function_rows(case: str, base: CaseProfile, cand: CaseProfile, base_ms: dict
 
 
 def flagged_phases(attribution_row: dict, most: int = 3) -> list[str]:
-    """The phases worth a function table: changes whose marginal interval excludes 0 and that are
-    not too small to count, largest first. Where to look, not a verdict: the function table
-    explains a change; the family's marks say which changes a reader may act on."""
+    """The phases worth a function table: changes not too small to count whose marginal interval
+    excludes 0, or that have no interval at all with these runs (then by size alone); largest
+    first. Where to look, not a verdict: the family's marks say which changes a reader may act on."""
     found = [(abs(attribution_row.get(f"{p}_ms") or 0.0), p) for p in PHASES
-             if attribution_row.get(f"{p}_marginal_clear") is True and attribution_row.get(f"{p}_small") is not True]
+             if attribution_row.get(f"{p}_marginal_clear") is not False and attribution_row.get(f"{p}_ms") is not None
+             and attribution_row.get(f"{p}_ms") == attribution_row.get(f"{p}_ms")
+             and attribution_row.get(f"{p}_small") is not True]
     return [p for _, p in sorted(found, reverse=True)[:most]]
 
 
@@ -341,8 +346,9 @@ def compare(b, c, attribution: pd.DataFrame, cases: list[str]) -> tuple[pd.DataF
     for case in cases:
         if case not in b.profiles or case not in c.profiles or case not in att.index:
             continue
-        pb, pc = load_case(b.profiles[case]), load_case(c.profiles[case])
         parts_b, parts_c = tables.attribution_pair(b, c, case)
+        physics = parts_b is not None and not parts_b["physics"].isna().all()
+        pb, pc = load_case(b.profiles[case], physics), load_case(c.profiles[case], physics)
         mb, mc = part_ms(parts_b), part_ms(parts_c)
         phases = flagged_phases(att.loc[case].to_dict())
         rows += function_rows(case, pb, pc, mb, mc, phases)

@@ -485,8 +485,9 @@ def markdown(rep: Report) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-FUNCTIONS_TEXT = ("Per case, for each phase whose change is worth a look (its marginal interval excluding 0 and "
-                  "the change not small; largest first, up to three; where to look, not a mark), the functions "
+FUNCTIONS_TEXT = ("Per case, for each phase whose change is worth a look (not small, and its marginal interval "
+                  "excluding 0, or no interval with these runs; largest first, up to three; where to look, not a "
+                  "mark), the functions "
                   "whose time in that phase changed most, in ms per vector "
                   "step: each side's share of the phase's samples in its one profiled run (py-spy, outside the "
                   "measured runs) times the phase's measured time (median of its formal runs). Total: the "

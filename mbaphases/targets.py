@@ -147,9 +147,13 @@ def _install_pinned_lock(uv: str, python: Path, checkout: Path, commit: str) -> 
     lock (every package at its locked version, installed without resolving again; what the lock
     does not hold is removed, except asv's own harness), then the assets are placed."""
     lock = checkout / PINNED_LOCK
-    wanted = {requirement_name(ln) for ln in lock.read_text().splitlines() if ln.strip() and not ln.startswith("#")}
-    freeze = _run([uv, "pip", "freeze", "--python", str(python)], "listing the installed packages")
-    extra = sorted({requirement_name(ln) for ln in freeze.splitlines() if ln.strip()} - wanted - HARNESS)
+    # an editable line (a checkout side's source tree) names a path, not a package: what it
+    # installs is removed with the rest and installed again from the lock
+    wanted = {requirement_name(ln) for ln in lock.read_text().splitlines()
+              if ln.strip() and not ln.startswith(("#", "-e "))}
+    listed = json.loads(_run([uv, "pip", "list", "--python", str(python), "--format", "json"],
+                             "listing the installed packages"))
+    extra = sorted({requirement_name(x["name"]) for x in listed} - wanted - HARNESS)
     if extra:
         _run([uv, "pip", "uninstall", "--python", str(python), *extra], f"removing what {commit[:12]}'s lock lacks")
     _run([uv, "pip", "install", "--python", str(python), "--no-deps", "-r", str(lock)],
