@@ -46,8 +46,8 @@ def _ledger_parts(side: Side, case: str, other: Side) -> pd.DataFrame | None:
 def ledger_table(reference: Side, candidates: list[Side], cases: list[str], confidence: float = 0.90,
                  min_share: float = tables.MIN_SHARE) -> tuple[pd.DataFrame, interval.FamilyMarks]:
     """Every candidate against the reference, case by case; the whole ledger is one family of
-    changes (mbaphases.tables.mark_family), the marginal intervals kept beside the marks."""
-    rows, pairs = [], []
+    changes (mbaphases.tables.mark_family)."""
+    rows = []
     for cand in candidates:
         ref, cnd, notes = comparable.pair(reference, cand)
         thr = tables.throughput_table(ref, cnd, cases).set_index("case")
@@ -68,20 +68,14 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
                     continue
                 blocks = tables.part_blocks(ref, cnd, pr, pc, part)
                 iv = interval.difference_interval(pr[part].dropna(), pc[part].dropna(), confidence, blocks)
-                row[f"{key}_marginal_lower_ms"], row[f"{key}_marginal_upper_ms"] = iv.lower, iv.upper
-                row[f"{key}_p"] = interval.shift_p(blocks)
+                row[f"{key}_lower_ms"], row[f"{key}_upper_ms"] = iv.lower, iv.upper
+                row[f"{key}_excludes_0"] = None if iv.lower is None else not iv.contains(0.0)
+                row[f"{key}_p"] = interval.welch_p(np.concatenate([x for x, _ in blocks]),
+                                                   np.concatenate([y for _, y in blocks]))
             row["notes"] = "; ".join(notes)
             rows.append(row)
-            pairs.append((ref, cnd, pr, pc))
     table = pd.DataFrame(rows)
-
-    def interval_at(i, key, level):
-        ref, cnd, pr, pc = pairs[i]
-        part = LEDGER_PARTS[key]
-        return interval.difference_interval(pr[part].dropna(), pc[part].dropna(), level,
-                                            tables.part_blocks(ref, cnd, pr, pc, part))
-
-    marks = tables.mark_family(table, {k: f"{k}_ms" for k in LEDGER_PARTS}, interval_at, confidence, min_share,
+    marks = tables.mark_family(table, {k: f"{k}_ms" for k in LEDGER_PARTS}, confidence, min_share,
                                scale="active_ms_reference")
     return table, marks
 

@@ -254,11 +254,11 @@ def function_rows(case: str, base: CaseProfile, cand: CaseProfile, base_ms: dict
 
 
 def flagged_phases(attribution_row: dict, most: int = 3) -> list[str]:
-    """The phases worth a function table: changes not too small to count whose marginal interval
-    excludes 0, or that have no interval at all with these runs (then by size alone); largest
+    """The phases worth a function table: changes not too small to count whose interval excludes
+    0, or that have no interval at all with these runs (then by size alone); largest
     first. Where to look, not a verdict: the family's marks say which changes a reader may act on."""
     found = [(abs(attribution_row.get(f"{p}_ms") or 0.0), p) for p in PHASES
-             if attribution_row.get(f"{p}_marginal_clear") is not False and attribution_row.get(f"{p}_ms") is not None
+             if attribution_row.get(f"{p}_excludes_0") is not False and attribution_row.get(f"{p}_ms") is not None
              and attribution_row.get(f"{p}_ms") == attribution_row.get(f"{p}_ms")
              and attribution_row.get(f"{p}_small") is not True]
     return [p for _, p in sorted(found, reverse=True)[:most]]

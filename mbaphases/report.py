@@ -18,8 +18,7 @@ from mbaphases.load import Side, hardware_differences
 
 SCHEMA = "mbaphases.summary/4"
 NOISE_MARK = "≈0"  # a change whose interval contains 0: not distinguishable from run-to-run noise
-SMALL_MARK = "small"  # distinguishable, but below the share of the active time that counts (pins [marks])
-OPEN_MARK = "[open]"  # these runs give no interval at the family's level
+SMALL_MARK = "small"  # selected, but below the share of the active time that counts (pins [marks])
 DEFINITIONS = {
     "run_value": "A run's value for a metric is the entry's per-run figure: throughput is "
                  "collector_active_steps_per_sec; a phase is the mean over the run's recorded vector steps.",
@@ -202,13 +201,13 @@ NOISE = NOISE_MARK  # marks a change whose interval contains 0: not distinguisha
 
 
 def change_text(x, lower, upper, clear, fmt="{:+.2f}", small=False) -> str:
-    """'+0.36 [+0.12, +0.60]'; with the noise mark when the interval contains 0, the size mark
-    when it is too small to count, '[open]' when the runs give no interval at its level."""
+    """'+0.36 [+0.12, +0.60]' for a mark of its family; with the noise mark otherwise, or the size
+    mark for a selected change too small to count."""
     if x is None or x != x:
         return "n/a"
+    mark = "" if clear else f" {SMALL_MARK}" if small is True else f" {NOISE}"
     if lower is None or lower != lower:
-        return f"{_num(x, fmt)} {OPEN_MARK}"
-    mark = "" if clear else f" {SMALL_MARK}" if small is True and (lower > 0 or upper < 0) else f" {NOISE}"
+        return f"{_num(x, fmt)}{mark}"
     return f"{_num(x, fmt)} [{_num(lower, fmt)}, {_num(upper, fmt)}]" + mark
 
 
@@ -221,19 +220,20 @@ def robustness_text(row: dict) -> str:
     return f"{'same' if same else row['without_flagged']} ({n} flagged run{'s' if n != 1 else ''} left out)"
 
 
-def family_text(marks: FamilyMarks | None, min_share: float, what: str) -> str:
+def family_text(marks: FamilyMarks | None, min_share: float, what: str, confidence: float) -> str:
     """What a reader needs to weigh a table's marks: its family, how it is controlled, what
     chance alone would give."""
     if marks is None or not marks.size:
         return ""
-    return (f"Family: {what}, {marks.size} intervals in all. Benjamini-Hochberg marks {sum(marks.selected)} of them "
-            f"at a false discovery rate of {marks.error:.0%}, and every interval shown is at the family's level "
-            f"{marks.level:.2%} (Benjamini-Yekutieli false-coverage adjusted; the marginal {1 - marks.error:.0%} "
-            f"intervals are in the CSV). If nothing had moved, about {marks.chance_marks:.1f} of the "
-            f"{marks.size} marginal intervals would exclude 0 by chance alone. {NOISE_MARK}: not distinguishable "
-            f"from run-to-run noise; {SMALL_MARK}: distinguishable but below {min_share:.0%} of the baseline's "
-            f"active time (pins [marks] min_share), so not a mark; {OPEN_MARK}: these runs give no interval at "
-            "that level.")
+    return (f"Family: {what}, {marks.size} changes. A mark (a change shown with no sign after it) is "
+            f"selected by Benjamini-Hochberg over the whole family at a false discovery rate of "
+            f"{marks.error:.0%} (two-sided Welch p-values of the per-run values), has its interval excluding "
+            f"0, and is at least {min_share:.0%} of the baseline's active time (pins [marks] min_share): "
+            f"{sum(1 for x in marks.selected if x)} selected. The intervals are the marginal {confidence:.0%} "
+            f"distribution-free ones; if nothing had moved, about {marks.chance_marks:.1f} of the "
+            f"{marks.size} would exclude 0 by chance alone. {NOISE_MARK}: not a mark (not distinguishable "
+            f"from run-to-run noise in this family); {SMALL_MARK}: selected but below {min_share:.0%} of the "
+            "active time.")
 
 
 def share_text(x, lower, upper) -> str:
@@ -321,9 +321,9 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
 def family_summary(marks: FamilyMarks | None, min_share: float) -> dict | None:
     if marks is None:
         return None
-    return {"intervals": marks.size, "marked": sum(marks.selected), "level": marks.level,
+    return {"changes": marks.size, "selected": sum(1 for x in marks.selected if x),
             "false_discovery_rate": marks.error, "chance_marks_unadjusted": marks.chance_marks,
-            "min_share": min_share, "method": "Benjamini-Hochberg selection, Benjamini-Yekutieli FCR-adjusted intervals"}
+            "min_share": min_share, "method": "Benjamini-Hochberg over Welch p-values of the per-run values"}
 
 
 def summary(rep: Report) -> dict:
@@ -351,8 +351,7 @@ def summary(rep: Report) -> dict:
                                 "upper_ms": a.get(f"{'delta_active' if k == 'active' else k}_upper_ms"),
                                 "distinguishable": a.get(f"{'delta_active' if k == 'active' else k}_clear"),
                                 "small": a.get(f"{'delta_active' if k == 'active' else k}_small"),
-                                "marginal_lower_ms": a.get(f"{'delta_active' if k == 'active' else k}_marginal_lower_ms"),
-                                "marginal_upper_ms": a.get(f"{'delta_active' if k == 'active' else k}_marginal_upper_ms"),
+                                "excludes_0": a.get(f"{'delta_active' if k == 'active' else k}_excludes_0"),
                                 "p": a.get(f"{'delta_active' if k == 'active' else k}_p"),
                                 **({} if k == "active" else {"share": a.get(f"{k}_share"),
                                                              "share_lower": a.get(f"{k}_share_lower"),
@@ -471,7 +470,7 @@ def markdown(rep: Report) -> str:
         "## Throughput: median [min, max] (env steps/s)", _md(v["throughput"]),
         "## Phases: median ms per vector step (baseline → candidate)", _md(v["phases"]),
         "## Branch-level attribution of the change in active ms per vector step",
-        family_text(rep.family, rep.min_share, "this report's attribution (every case and part)"),
+        family_text(rep.family, rep.min_share, "this report's attribution (every case and part)", rep.confidence),
         _md(v["attribution"]),
         "## Dispersion of per-run throughput", _md(v["dispersion"]),
         *(["## Functions behind the flagged phases (profiled runs, outside the measured ones)",
@@ -485,7 +484,7 @@ def markdown(rep: Report) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-FUNCTIONS_TEXT = ("Per case, for each phase whose change is worth a look (not small, and its marginal interval "
+FUNCTIONS_TEXT = ("Per case, for each phase whose change is worth a look (not small, and its interval "
                   "excluding 0, or no interval with these runs; largest first, up to three; where to look, not a "
                   "mark), the functions "
                   "whose time in that phase changed most, in ms per vector "
@@ -623,7 +622,8 @@ def overview_markdown(ov: Overview) -> str:
         f"## Ledger: each candidate against {ov.reference}",
         "Change in active ms per vector step (negative: faster), split by phase as in each report's attribution, "
         "each with its distribution-free interval.",
-        family_text(ov.family, ov.min_share, "this ledger (every candidate, case and column)"),
+        family_text(ov.family, ov.min_share, "this ledger (every candidate, case and column)",
+                    ov.reports[0].confidence),
         _md(v["ledger"]),
     ]
     if len(v["additivity"]):

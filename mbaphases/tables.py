@@ -144,11 +144,11 @@ MIN_SHARE = 0.01
 
 
 def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = 0.90) -> pd.DataFrame:
-    """Per case and part: the change of medians in ms, its distribution-free interval at the
-    marginal ``confidence`` (Hodges-Lehmann of the per-run differences, stratified by batch:
-    ``{k}_marginal_lower_ms`` ...), the two-sided p of no change from the same rank statistic
-    (``{k}_p``), and the part's share of the change with a bootstrap interval. The marks a reader
-    acts on come from :func:`mark_family` over the whole family."""
+    """Per case and part: the change of medians in ms, its distribution-free interval (Hodges-Lehmann
+    of the per-run differences, stratified by batch: ``{k}_lower_ms``, ``{k}_upper_ms``, and
+    ``{k}_excludes_0``), the p-value of no change for the family's marks (``{k}_p``, Welch), and
+    the part's share of the change with a bootstrap interval. The marks a reader acts on come from
+    :func:`mark_family` over the whole family."""
     rows = []
     for case in cases:
         pb, pc = attribution_pair(b, c, case)
@@ -168,9 +168,10 @@ def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = 
                 continue
             blocks = part_blocks(b, c, pb, pc, part)
             iv = interval.difference_interval(pb[part].dropna(), pc[part].dropna(), confidence, blocks)
-            row[f"{k}_marginal_lower_ms"], row[f"{k}_marginal_upper_ms"] = iv.lower, iv.upper
-            row[f"{k}_marginal_clear"] = None if iv.lower is None else not iv.contains(0.0)
-            row[f"{k}_p"] = interval.shift_p(blocks)
+            row[f"{k}_lower_ms"], row[f"{k}_upper_ms"] = iv.lower, iv.upper
+            row[f"{k}_excludes_0"] = None if iv.lower is None else not iv.contains(0.0)
+            row[f"{k}_p"] = interval.welch_p(np.concatenate([x for x, _ in blocks]),
+                                             np.concatenate([y for _, y in blocks]))
         shares = _shares(b, c, pb, pc, confidence)
         for k, (_point, lo, hi) in zip(ATTRIBUTION, shares):
             d = deltas[k]
@@ -181,29 +182,25 @@ def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = 
     return pd.DataFrame(rows)
 
 
-def mark_family(table: pd.DataFrame, keys: dict[str, str], interval_at, confidence: float,
-                min_share: float = MIN_SHARE, scale: str = "active_ms_baseline") -> interval.FamilyMarks:
+def mark_family(table: pd.DataFrame, keys: dict[str, str], confidence: float, min_share: float = MIN_SHARE,
+                scale: str = "active_ms_baseline") -> interval.FamilyMarks:
     """Marks one family of changes in place: every ``(row, key)`` with a p-value is one question
-    (``keys``: key -> the column of its change in ms). Selected as in
-    :class:`interval.FamilyMarks`; each question's interval at the family's level
-    (``interval_at(row index, key, level)``) goes to ``{key}_lower_ms`` / ``_upper_ms``;
-    ``{key}_small`` when the change is below ``min_share`` of the row's ``scale``;
-    ``{key}_clear``: selected, its interval excluding 0 and not small (None: no interval at that
-    level with these runs)."""
+    (``keys``: key -> the column of its change in ms), selected as in :class:`interval.FamilyMarks`.
+    ``{key}_clear`` (the mark): selected, its interval excluding 0 where the runs give one, and at
+    least ``min_share`` of the row's ``scale``; ``{key}_small``: all of that but the size."""
     questions = [(i, k) for i in table.index for k in keys
-                 if f"{k}_p" in table and table.at[i, f"{k}_p"] == table.at[i, f"{k}_p"]
-                 and table.at[i, f"{k}_p"] is not None]
+                 if f"{k}_p" in table and table.at[i, f"{k}_p"] is not None
+                 and table.at[i, f"{k}_p"] == table.at[i, f"{k}_p"]]
     marks = interval.family_marks([float(table.at[i, f"{k}_p"]) for i, k in questions], confidence)
     for k in keys:
-        for col in ("_lower_ms", "_upper_ms", "_clear", "_small"):
+        for col in ("_clear", "_small"):
             table[f"{k}{col}"] = pd.Series([None] * len(table), index=table.index, dtype=object)
     for (i, k), selected in zip(questions, marks.selected):
-        iv = interval_at(i, k, marks.level)
         change, size = table.at[i, keys[k]], table.at[i, scale] if scale in table else None
-        small = bool(size == size and size is not None and change == change and abs(change) < min_share * abs(size))
-        table.at[i, f"{k}_lower_ms"], table.at[i, f"{k}_upper_ms"] = iv.lower, iv.upper
-        table.at[i, f"{k}_small"] = small
-        table.at[i, f"{k}_clear"] = None if iv.lower is None else bool(selected and not iv.contains(0.0) and not small)
+        small = bool(size is not None and size == size and change == change and abs(change) < min_share * abs(size))
+        excludes = table.at[i, f"{k}_excludes_0"] if f"{k}_excludes_0" in table else None
+        table.at[i, f"{k}_small"] = bool(small and selected and excludes is not False)
+        table.at[i, f"{k}_clear"] = bool(selected and not small and excludes is not False)
     return marks
 
 
@@ -212,14 +209,7 @@ def attribution_table(b: Side, c: Side, cases: list[str], confidence: float = 0.
     """The attribution of one report, its changes marked as one family (every case and part)."""
     table = attribution_changes(b, c, cases, confidence)
     keys = {"delta_active": "delta_sum_ms", **{k: f"{k}_ms" for k in ATTRIBUTION}}
-
-    def interval_at(i, key, level):
-        pb, pc = attribution_pair(b, c, table.at[i, "case"])
-        part = "active" if key == "delta_active" else key
-        return interval.difference_interval(pb[part].dropna(), pc[part].dropna(), level,
-                                            part_blocks(b, c, pb, pc, part))
-
-    return table, mark_family(table, keys, interval_at, confidence, min_share)
+    return table, mark_family(table, keys, confidence, min_share)
 
 
 def dispersion_table(b: Side, c: Side, cases: list[str], limit: float = 0.05) -> pd.DataFrame:

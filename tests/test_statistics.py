@@ -233,16 +233,14 @@ def test_ledger_changes_have_intervals_and_noise_is_marked(tmp_path):
     pd_ = tables.attribution_parts(dev, CASE)
     po = tables.attribution_parts(opt, CASE)
     iv = interval.difference_interval(pd_["physics"], po["physics"], 0.90)
-    assert (row.physics_marginal_lower_ms, row.physics_marginal_upper_ms) == (pytest.approx(iv.lower),
-                                                                              pytest.approx(iv.upper))
+    assert (row.physics_lower_ms, row.physics_upper_ms) == (pytest.approx(iv.lower), pytest.approx(iv.upper))
     # brute force over pairs: the k-th smallest and largest of the 36 differences
     diffs = np.sort((po["physics"].to_numpy()[None, :] - pd_["physics"].to_numpy()[:, None]).ravel())
-    assert row.physics_marginal_lower_ms == pytest.approx(diffs[iv.k - 1])
-    assert row.physics_marginal_upper_ms == pytest.approx(diffs[-iv.k])
-    # the interval shown is the same inversion at the family's level (five columns, one case)
-    assert marks.size == 5 and 0.90 < marks.level < 1
-    fam = interval.difference_interval(pd_["physics"], po["physics"], marks.level)
-    assert (row.physics_lower_ms, row.physics_upper_ms) == (pytest.approx(fam.lower), pytest.approx(fam.upper))
+    assert row.physics_lower_ms == pytest.approx(diffs[iv.k - 1]) and row.physics_upper_ms == pytest.approx(diffs[-iv.k])
+    # the family: five columns of one case, each with Welch's p (scipy), selected by Benjamini-Hochberg
+    assert marks.size == 5
+    assert row.update_state_p == pytest.approx(stats.ttest_ind(pd_["update_state"], po["update_state"],
+                                                               equal_var=False).pvalue)
     assert row.update_state_clear and row.update_state_upper_ms < 0
     assert not row.physics_clear and row.physics_lower_ms < 0 < row.physics_upper_ms
     a = tables.attribution_table(dev, opt, [CASE], 0.90)[0].iloc[0]
@@ -314,3 +312,15 @@ def test_report_restricted_to_named_batches(tmp_path, monkeypatch, capsys):
     assert cli.main(["report", "--out", "x", "--baseline-raw", *b, "--candidate-raw", *c, "--batch", "Z"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--batch 'Z'" in err[0] and "valid: A, B" in err[0] and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_family_marks_are_benjamini_hochberg(seed):
+    """Against scipy's adjusted p-values (an independent computation): a change is selected exactly
+    when its Benjamini-Hochberg adjusted p is at most the false discovery rate."""
+    rng = np.random.default_rng(seed)
+    p = np.concatenate([rng.uniform(0, 1, 30), rng.uniform(0, 0.01, 8)])
+    marks = interval.family_marks(list(p), 0.90)
+    adjusted = stats.false_discovery_control(p, method="bh")
+    assert marks.selected == [bool(a <= 0.10 + 1e-12) for a in adjusted]
+    assert marks.size == 38 and marks.chance_marks == pytest.approx(3.8)
