@@ -119,8 +119,12 @@ def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | Non
             record["dependencies"] = "installed by pip"
         record.update(installer="uv pip (no uv.lock)" + (", asv's wheel" if wheel is not None else ""),
                       lock_sha256=None)
-    freeze = _run([uv, "pip", "freeze", "--python", str(python)], "listing the installed packages")
-    record["installed"] = dict(line.split("==", 1) for line in freeze.splitlines() if "==" in line)
+    listed = json.loads(_run([uv, "pip", "list", "--python", str(python), "--format", "json"],
+                             "listing the installed packages"))
+    # an editable install (a checkout side's source tree) is named with its version and where it is
+    record["installed"] = {x["name"]: x["version"] + (f" (editable, {x['editable_project_location']})"
+                                                      if x.get("editable_project_location") else "")
+                           for x in listed}
     if prepare:
         marker = env_dir / f".prepared-{hashlib.sha256(prepare.encode()).hexdigest()[:12]}"
         if not marker.exists():
