@@ -367,10 +367,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                         record["replacement_round"] = {"round": done_runs, "sides": [x["label"] for x in flagged]}
                         print(f"[until decisive] replacement round for flagged runs: "
                               f"{', '.join(x['label'] for x in flagged)}", file=out, flush=True)
-                        round_sides = flagged if open_cases == [] else [
-                            x for x in sides if x in flagged or x in sides_for_round(sides, open_cases)]
-                    else:
-                        round_sides = sides_for_round(sides, open_cases)
+                    round_sides = [x for x in sides if x in flagged or x in sides_for_round(sides, open_cases)]
                     round_shas = [x["sha"] for x in round_sides]
                     for x in sides:
                         if x["sha"] in round_shas:
