@@ -13,9 +13,11 @@ step "demo target repository"
 mbaphases demo-repo --path demo-target
 step "A/B run (asv; the first run builds the environment, a few minutes)"
 set +e
-# 4 runs a side, then (2 planned looks at 95% each) one more round for the sides still open;
-# one profiled run per side and case, outside the measured runs, for the function table
-mbaphases run --profile-functions --until-decisive --max-runs 5 --budget-min 12 "$@"
+# 4 runs a side, then (2 planned looks at 95% each) one more round for the sides still open, or
+# one replacement round for runs another process disturbed (the budget counts from the batch's
+# start, so it must outlast the pinned rounds); one profiled run per side and case, outside the
+# measured runs, for the function table
+mbaphases run --profile-functions --until-decisive --max-runs 5 --budget-min 30 "$@"
 run_status=$?
 set -e
 step "asv publish -> html/"
