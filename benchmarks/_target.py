@@ -91,6 +91,9 @@ def load_pins() -> dict:
     if name not in pins["profiles"]:
         raise ValueError(f"profile {name!r} not in {path}; valid: {', '.join(pins['profiles'])}")
     pins["active_profile"] = {"name": name, **pins["profiles"][name]}
+    if os.environ.get("MBAPHASES_CASES"):
+        # the runner's cases, which may be some of the pinned ones (mbaphases find measures one)
+        pins["cases"] = os.environ["MBAPHASES_CASES"].split(",")
     return pins
 
 

@@ -327,6 +327,38 @@ def welch_p(baseline: np.ndarray, candidate: np.ndarray) -> float | None:
         return float(stats.ttest_ind(b, c, equal_var=False).pvalue)
 
 
+def change_p(blocks: list[tuple]) -> float | None:
+    """Two-sided p-value of no change, stratified by batch as the change's interval is: one batch
+    is Welch's t; several are one shift with a level per batch (least squares, the residual
+    variance pooled over the batches; a batch of one run a side makes it the paired t), so a
+    shift of the host between batches cancels instead of inflating the variance."""
+    from scipy import stats
+
+    blocks = [(np.asarray(b, dtype=float), np.asarray(c, dtype=float)) for b, c in blocks]
+    blocks = [(b[np.isfinite(b)], c[np.isfinite(c)]) for b, c in blocks]
+    blocks = [(b, c) for b, c in blocks if len(b) and len(c)]
+    if len(blocks) <= 1:
+        return welch_p(*blocks[0]) if blocks else None
+    y = np.concatenate([np.concatenate([b, c]) for b, c in blocks])
+    design = np.zeros((len(y), len(blocks) + 1))
+    row = 0
+    for s, (b, c) in enumerate(blocks):
+        design[row:row + len(b) + len(c), s] = 1.0
+        design[row + len(b):row + len(b) + len(c), -1] = 1.0
+        row += len(b) + len(c)
+    beta, _, rank, _ = np.linalg.lstsq(design, y, rcond=None)
+    df = len(y) - rank
+    if df < 1:
+        return None
+    resid = y - design @ beta
+    s2 = float(resid @ resid) / df
+    shift = float(beta[-1])
+    if s2 <= 1e-24 * max(1.0, float(y @ y) / len(y)):
+        return 1.0 if abs(shift) <= 1e-12 * max(1.0, float(np.abs(y).max())) else 0.0
+    se = math.sqrt(s2 * float(np.linalg.pinv(design.T @ design)[-1, -1]))
+    return float(2 * stats.t.sf(abs(shift) / se, df))
+
+
 @dataclass
 class FamilyMarks:
     """Which changes of a family are marked: Benjamini-Hochberg at a false discovery rate of

@@ -70,8 +70,7 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
                 iv = interval.difference_interval(pr[part].dropna(), pc[part].dropna(), confidence, blocks)
                 row[f"{key}_lower_ms"], row[f"{key}_upper_ms"] = iv.lower, iv.upper
                 row[f"{key}_excludes_0"] = None if iv.lower is None else not iv.contains(0.0)
-                row[f"{key}_p"] = interval.welch_p(np.concatenate([x for x, _ in blocks]),
-                                                   np.concatenate([y for _, y in blocks]))
+                row[f"{key}_p"] = interval.change_p(blocks)
             row["notes"] = "; ".join(notes)
             rows.append(row)
     table = pd.DataFrame(rows)

@@ -209,23 +209,47 @@ def ledger_figure(ov):
     return fig
 
 
+HISTORY_PHASES = ("physics", "update_state", "reset_done")
+
+
 def history_figure(ov):
-    """The candidates in first-parent order: ratio to the baseline per case, with the gate."""
+    """The candidates in first-parent order (commits, releases, a dependency's versions) against
+    the baseline: the gate's ratio per case, then each phase's change, every point with its
+    interval (the report's confidence)."""
     by_label = {r.candidate.label: r for r in ov.reports}
     order = [c for c in ov.history if c in by_label]
-    fig, ax = plt.subplots(figsize=(1.3 * len(order) + 3, 3.8))
     cases = ov.reports[0].cases
+    fig, axes = plt.subplots(1 + len(HISTORY_PHASES), 1, figsize=(1.3 * len(order) + 4, 2.6 * (1 + len(HISTORY_PHASES))),
+                             sharex=True)
+    spread = 0.5 / max(len(cases), 1)  # the cases side by side at each candidate, so the bars do not hide each other
     for k, case in enumerate(cases):
-        ys = []
-        for c in order:
-            g = by_label[c].gate.set_index("case")
-            ys.append(_f(g.loc[case, "estimate"]) if case in g.index else float("nan"))
-        ax.plot(range(len(order)), ys, marker="o", color=plt.get_cmap("tab10")(k % 10), label=_short(case))
-    ax.axhline(ov.reports[0].threshold, color="black", ls="--", lw=1, label=f"gate {ov.reports[0].threshold:.2f}")
-    ax.set_xticks(range(len(order)), order, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("candidate / baseline (estimate)")
-    ax.legend(fontsize=7, ncol=2)
-    ax.grid(alpha=0.3)
+        colour = plt.get_cmap("tab10")(k % 10)
+        xs = [i + (k - (len(cases) - 1) / 2) * spread for i in range(len(order))]
+        panels = [(axes[0], lambda r: r.gate.set_index("case"), "estimate", "lower", "upper")]
+        panels += [(ax, lambda r: r.attribution.set_index("case"), f"{p}_ms", f"{p}_lower_ms", f"{p}_upper_ms")
+                   for ax, p in zip(axes[1:], HISTORY_PHASES)]
+        for ax, table_of, est, lo, hi in panels:
+            ys, low, high = [], [], []
+            for c in order:
+                t = table_of(by_label[c])
+                row = t.loc[case] if case in t.index else {}
+                y, a, b = (_f(row.get(x)) if hasattr(row, "get") else float("nan") for x in (est, lo, hi))
+                ys.append(y)
+                low.append(y - a if a == a else 0.0)
+                high.append(b - y if b == b else 0.0)
+            ax.errorbar(xs, ys, yerr=[low, high], marker="o", ms=4, capsize=2, lw=1, color=colour,
+                        label=_short(case))
+    axes[0].axhline(ov.reports[0].threshold, color="black", ls="--", lw=1, label=f"gate {ov.reports[0].threshold:.2f}")
+    axes[0].set_ylabel("throughput\ncandidate / baseline")
+    axes[0].legend(fontsize=7, ncol=2)
+    for ax, p in zip(axes[1:], HISTORY_PHASES):
+        ax.axhline(0.0, color="black", lw=0.8)
+        ax.set_ylabel(f"{p}\nchange, ms / step")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[-1].set_xticks(range(len(order)), order, rotation=20, ha="right", fontsize=8)
+    fig.suptitle(f"History against {ov.reports[0].baseline.label} ({ov.reports[0].confidence:.0%} intervals)",
+                 fontsize=11)
     fig.tight_layout()
     return fig
 

@@ -89,28 +89,40 @@ def export_commit(side: dict, pins_dir: Path, suite_dir: Path) -> dict:
 
 
 def _write_tree(checkout: Path, sha: str, tree: Path) -> list[str]:
+    """Every file of the commit under ``tree``, its blobs read through one ``git cat-file --batch``
+    (one process for the whole tree, not one per file); the paths whose blob is missing returned."""
     listing = runner.git(checkout, "ls-tree", "-r", "-z", sha)
     work = tree.with_name(tree.name + ".partial")
     shutil.rmtree(work, ignore_errors=True)
     absent = []
-    for entry in filter(None, listing.split("\0")):
-        meta, path = entry.split("\t", 1)
-        mode, kind, blob = meta.split()
-        if kind != "blob":
-            continue  # a submodule: not part of the framework's sources
-        content = subprocess.run(["git", "-C", str(checkout), "cat-file", "blob", blob], capture_output=True,
-                                 check=False)
-        if content.returncode != 0:
-            absent.append(path)
-            continue
-        dst = work / path
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if mode == "120000":
-            dst.symlink_to(content.stdout.decode())
-        else:
-            dst.write_bytes(content.stdout)
-            if mode == "100755":
-                dst.chmod(0o755)
+    cat = subprocess.Popen(["git", "-C", str(checkout), "cat-file", "--batch"], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE)
+    try:
+        for entry in filter(None, listing.split("\0")):
+            meta, path = entry.split("\t", 1)
+            mode, kind, blob = meta.split()
+            if kind != "blob":
+                continue  # a submodule: not part of the framework's sources
+            cat.stdin.write(blob.encode() + b"\n")
+            cat.stdin.flush()
+            header = cat.stdout.readline().split()
+            if len(header) != 3:  # "<sha> missing"
+                absent.append(path)
+                continue
+            content = cat.stdout.read(int(header[2]))
+            cat.stdout.read(1)  # the newline after each object
+            dst = work / path
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if mode == "120000":
+                dst.symlink_to(content.decode())
+            else:
+                dst.write_bytes(content)
+                if mode == "100755":
+                    dst.chmod(0o755)
+    finally:
+        cat.stdin.close()
+        cat.wait()
+    work.mkdir(parents=True, exist_ok=True)
     work.rename(tree)
     return absent
 

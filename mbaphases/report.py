@@ -227,7 +227,8 @@ def family_text(marks: FamilyMarks | None, min_share: float, what: str, confiden
         return ""
     return (f"Family: {what}, {marks.size} changes. A mark (a change shown with no sign after it) is "
             f"selected by Benjamini-Hochberg over the whole family at a false discovery rate of "
-            f"{marks.error:.0%} (two-sided Welch p-values of the per-run values), has its interval excluding "
+            f"{marks.error:.0%} (two-sided t p-values of the per-run values: Welch's in one batch, with a "
+            f"level per batch in several), has its interval excluding "
             f"0, and is at least {min_share:.0%} of the baseline's active time (pins [marks] min_share): "
             f"{sum(1 for x in marks.selected if x)} selected. The intervals are the marginal {confidence:.0%} "
             f"distribution-free ones; if nothing had moved, about {marks.chance_marks:.1f} of the "
@@ -323,7 +324,8 @@ def family_summary(marks: FamilyMarks | None, min_share: float) -> dict | None:
         return None
     return {"changes": marks.size, "selected": sum(1 for x in marks.selected if x),
             "false_discovery_rate": marks.error, "chance_marks_unadjusted": marks.chance_marks,
-            "min_share": min_share, "method": "Benjamini-Hochberg over Welch p-values of the per-run values"}
+            "min_share": min_share, "method": ("Benjamini-Hochberg over t p-values of the per-run values (Welch in one batch; a level "
+                       "per batch in several)")}
 
 
 def summary(rep: Report) -> dict:

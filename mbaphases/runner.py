@@ -319,7 +319,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     progress_file = suite_dir / ".asv" / f"progress-{batch}.json"
     progress_file.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MBAPHASES_PROFILE": profile, "MBAPHASES_MACHINE": machine,
-           "MBAPHASES_PINS": pins["path"], "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch,
+           "MBAPHASES_PINS": pins["path"], "MBAPHASES_CASES": ",".join(pins["cases"]),
+           "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch,
            "MBAPHASES_PROGRESS": str(progress_file),
            **({"MBAPHASES_ALLOW_OTHER_HARDWARE": "1"} if allow_other_hardware else {}),
            **({"MBAPHASES_PROFILE_FUNCTIONS": "1", "MBAPHASES_PYSPY": pyspy_path()} if profile_functions else {})}
@@ -399,9 +400,10 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
           f"{len(failures)} failed case-runs; asv exit {rc}", file=out)
     print(f"entry time {entry_s:.0f} s of {wall_s:.0f} s wall ({entry_s / wall_s:.0%} inside the entry processes)"
           if wall_s else "", file=out)
-    if failures or len(metas) < expected:
-        return rc or 1
-    return rc
+    if rc == 130:
+        return rc
+    # a failed case or run is a verdict on the run (1), never asv's own exit code (2 reads as bad input)
+    return 1 if failures or len(metas) < expected or rc else 0
 
 
 def sides_for_round(sides: list[dict], open_cases: list[tuple[str, str]]) -> list[dict]:

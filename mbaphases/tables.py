@@ -146,7 +146,7 @@ MIN_SHARE = 0.01
 def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = 0.90) -> pd.DataFrame:
     """Per case and part: the change of medians in ms, its distribution-free interval (Hodges-Lehmann
     of the per-run differences, stratified by batch: ``{k}_lower_ms``, ``{k}_upper_ms``, and
-    ``{k}_excludes_0``), the p-value of no change for the family's marks (``{k}_p``, Welch), and
+    ``{k}_excludes_0``), the p-value of no change for the family's marks (``{k}_p``, :func:`interval.change_p`), and
     the part's share of the change with a bootstrap interval. The marks a reader acts on come from
     :func:`mark_family` over the whole family."""
     rows = []
@@ -170,8 +170,7 @@ def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = 
             iv = interval.difference_interval(pb[part].dropna(), pc[part].dropna(), confidence, blocks)
             row[f"{k}_lower_ms"], row[f"{k}_upper_ms"] = iv.lower, iv.upper
             row[f"{k}_excludes_0"] = None if iv.lower is None else not iv.contains(0.0)
-            row[f"{k}_p"] = interval.welch_p(np.concatenate([x for x, _ in blocks]),
-                                             np.concatenate([y for _, y in blocks]))
+            row[f"{k}_p"] = interval.change_p(blocks)
         shares = _shares(b, c, pb, pc, confidence)
         for k, (_point, lo, hi) in zip(ATTRIBUTION, shares):
             d = deltas[k]

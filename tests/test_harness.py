@@ -3,8 +3,12 @@ the install step that switches sides."""
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from benchmarks import _target
+from mbaphases import pins as pins_mod
 
 
 def test_other_processes_cpu_during_a_run_is_measured():
@@ -133,3 +137,14 @@ def test_appending_to_a_machine_of_other_hardware_is_refused(tmp_path):
     name = runner.default_machine("demo")
     assert name.endswith(f"-{hardware.fingerprint(here)}-demo")
     assert hardware.fingerprint({**here, "cpu": "AMD EPYC 9654"}) != hardware.fingerprint(here)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).resolve().parents[1]).glob("pins*.toml")))
+def test_every_shipped_pins_file_passes_the_pins_schema_with_each_profile(name):
+    path = Path(__file__).resolve().parents[1] / name
+    first = pins_mod.load(path)
+    for profile in first["profiles"]:
+        pins = pins_mod.load(path, profile)
+        assert pins["active_profile"]["name"] == profile and pins["cases"]
+    labels = [first["baseline"]["label"], *(c["label"] for c in first["candidates"])]
+    assert len(set(labels)) == len(labels)

@@ -4,13 +4,17 @@ packages checked by sha256, the suite's collector entry, real asv, real physics 
 one MuJoCo and one MotrixSim case. Needs the package registry, as CI has."""
 import csv
 import json
+import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import jsonschema
 import pytest
 from test_suite_asv import ROOT, make_suite, run_mbaphases
+
+from mbaphases import published
 
 CASES = ["flashsac/go2_joystick_flat/mujoco", "sac/g1_walk_flat/motrix"]
 BASE, SWAPPED = "unilab 1.4.0 (unisim-core 2.0.0)", "unilab 1.4.0 + unisim-core 2.2.0"
@@ -147,3 +151,29 @@ def test_a_checkout_side_without_its_repository_or_commit_is_one_error_line(tmp_
                     f'checkout = "{tmp_path / "repo"}"\ncommit = "deadbeef"\n')
     _one_error(r, needle)
     assert not (suite / "raw-runs").exists()
+
+
+def test_a_checkout_commit_is_written_file_by_file_and_a_missing_blob_is_listed(tmp_path):
+    """A real repository: a plain file, an executable, a symlink, and a blob removed from the
+    object store (as a partial clone lacks large meshes): written, kept executable, linked, listed."""
+    repo = tmp_path / "repo"
+    (repo / "src" / "pkg").mkdir(parents=True)
+    (repo / "src" / "pkg" / "mod.py").write_text("X = 1\n")
+    (repo / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (repo / "run.sh").chmod(0o755)
+    (repo / "link").symlink_to("src/pkg/mod.py")
+    (repo / "mesh.stl").write_bytes(b"solid mesh\n" * 100)
+    ident = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "c"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env={**os.environ, **ident})
+    blob = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD:mesh.stl"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    out = published.export_commit({"label": "s", "checkout": str(repo), "commit": "HEAD"}, tmp_path, tmp_path)
+    tree = Path(out["tree"])
+    assert out["absent"] == ["mesh.stl"] and not (tree / "mesh.stl").exists()
+    assert (tree / "src" / "pkg" / "mod.py").read_text() == "X = 1\n"
+    assert os.access(tree / "run.sh", os.X_OK) and (tree / "link").is_symlink()
+    assert os.readlink(tree / "link") == "src/pkg/mod.py"
+    record = json.loads(tree.with_name(tree.name + ".json").read_text())
+    assert record["absent"] == ["mesh.stl"] and record["commit"] == out["commit"]

@@ -324,3 +324,32 @@ def test_family_marks_are_benjamini_hochberg(seed):
     adjusted = stats.false_discovery_control(p, method="bh")
     assert marks.selected == [bool(a <= 0.10 + 1e-12) for a in adjusted]
     assert marks.size == 38 and marks.chance_marks == pytest.approx(3.8)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_change_p_in_one_batch_is_welch_and_in_pairs_is_the_paired_t(seed):
+    """One batch: scipy's Welch t. Batches of one run a side: scipy's paired t on the same runs
+    (the level per batch is the pairing)."""
+    rng = np.random.default_rng(seed)
+    b, c = rng.normal(10, 1, 5), rng.normal(10.8, 1.5, 7)
+    assert interval.change_p([(b, c)]) == pytest.approx(stats.ttest_ind(b, c, equal_var=False).pvalue)
+    b, c = rng.normal(10, 1, 9), rng.normal(10.5, 1, 9)
+    assert interval.change_p([([x], [y]) for x, y in zip(b, c)]) == pytest.approx(stats.ttest_rel(b, c).pvalue)
+
+
+def test_change_p_over_batches_is_the_two_way_least_squares_t_and_ignores_batch_shifts():
+    """Several runs per batch: the shift's t from the normal equations solved by hand (sums per
+    batch, not a matrix solver), and a host shift added to one batch changes nothing."""
+    b1, c1 = np.array([10.0, 10.4, 9.8]), np.array([10.9, 11.3, 11.0, 10.7])
+    b2, c2 = np.array([12.1, 11.7]), np.array([12.6, 13.1, 12.9])
+    blocks = [(b1, c1), (b2, c2)]
+    # the shift's least-squares estimate with a level per batch: the within-batch weighted mean difference
+    w = [len(b) * len(c) / (len(b) + len(c)) for b, c in blocks]
+    shift = sum(wi * (c.mean() - b.mean()) for wi, (b, c) in zip(w, blocks)) / sum(w)
+    resid = np.concatenate([np.concatenate([b - lvl, c - lvl - shift]) for (b, c), lvl in zip(blocks, [
+        (b.sum() + c.sum() - len(c) * shift) / (len(b) + len(c)) for b, c in blocks])])
+    df = sum(len(b) + len(c) for b, c in blocks) - 3
+    se = math.sqrt(resid @ resid / df / sum(w))
+    expected = 2 * stats.t.sf(abs(shift) / se, df)
+    assert interval.change_p(blocks) == pytest.approx(expected)
+    assert interval.change_p([(b1, c1), (b2 + 7.0, c2 + 7.0)]) == pytest.approx(expected)

@@ -112,7 +112,7 @@ def test_raw_runs_environment_and_interleaving(ab):
 
 def test_failing_case_is_reported_with_side_and_run(ab):
     suite, shas, p = ab
-    assert p.returncode != 0
+    assert p.returncode == 1, "a failed case is a verdict on the run, not bad input (2)"
     failed = [line for line in p.stdout.splitlines() if line.startswith("FAILED")]
     assert len(failed) == 3
     assert all(BROKEN_CASE in line and "MBA dev (slow-broken)" in line for line in failed)
