@@ -147,12 +147,17 @@ def _version(name: str) -> str | None:
 
 
 def installed_era() -> Era:
+    broken = []
     for era in ERAS:
         try:
             if importlib.util.find_spec(era.detect) is not None:
                 return era
-        except ImportError:
-            continue
+        except ImportError as e:
+            # the module is there but its package does not import (e.g. a physics layer too new for
+            # the release): that error is the side's, say it
+            broken.append(f"{era.detect}: {type(e).__name__}: {e}")
+    if broken:
+        raise RuntimeError("the installed framework does not import: " + "; ".join(broken))
     raise RuntimeError(f"the installed framework matches no known era (looked for {', '.join(e.detect for e in ERAS)})")
 
 

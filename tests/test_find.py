@@ -2,12 +2,14 @@
 that moved each phase of the story (real asv runs of each commit's own entry, small sizes;
 the three searches share what they measured)."""
 import json
+import os
+import subprocess
 import sys
 
 import pytest
 from test_suite_asv import make_suite, run_mbaphases
 
-from mbaphases.demo_repo import generate
+from mbaphases.demo_repo import IDENTITY, generate
 
 CASE = "sac/g1_motion_tracking/mujoco"
 # the known-answer sizes (tests/test_demo_history.py): one physics thread, episodes of 5 control steps
@@ -69,7 +71,7 @@ def test_every_step_is_printed_with_its_intervals(searches):
     assert "each decision at" in p.stdout and "total: MBA dev -> mba-next" in p.stdout
     steps = [ln for ln in p.stdout.splitlines() if ln.startswith("step ")]
     assert len(steps) == 2
-    assert "opt MuJoCo dispatch" in steps[0] and steps[0].endswith("not moved")
+    assert "opt/mujoco-dispatch" in steps[0] and steps[0].endswith("not moved")
     assert "merge/update-state" in steps[1] and steps[1].endswith(": moved")
     assert "ms [" in steps[0]
 
@@ -96,3 +98,39 @@ def test_bad_input_is_one_error_line_and_measures_nothing(plain, args, message):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], p.stderr
     assert not (root / "raw-runs").exists()
+
+
+def _commit(repo, message):
+    subprocess.run(["git", "-C", str(repo), "commit", "-qam", message], check=True, capture_output=True,
+                   env={**os.environ, **IDENTITY})
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_a_commit_that_cannot_run_the_case_is_skipped_and_said(suite, searches):
+    """mba-dev -> broken (the case's config names a task that does not exist) -> a README edit -> update_state optimized: the
+    broken middle is skipped as git bisect skip does, the README commit measured instead, and the
+    optimization still named."""
+    root, shas = suite
+    repo = root / "demo-target"
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-b", "skipline", "mba-dev"], check=True)
+    owner = repo / "conf" / "sac" / "task" / "g1_motion_tracking" / "mujoco.yaml"
+    original = owner.read_text()
+    owner.write_text(original.replace("/_shared/task/g1_motion_tracking@task", "/_shared/task/no_such_task@task"))
+    broken = _commit(repo, "break the case")
+    owner.write_text(original)
+    (repo / "README.md").write_text((repo / "README.md").read_text() + "\nA note.\n")
+    _commit(repo, "restore the case; a note")
+    costs = repo / "src" / "reflab" / "manager" / "dev_costs.py"
+    costs.write_text(costs.read_text().replace("PER_TERM_STATE = True", "PER_TERM_STATE = False"))
+    optimized = _commit(repo, "shared state cache")
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
+    p = run_mbaphases(root, "find", "--phase", "update_state", "--case", CASE, "mba-dev", "skipline",
+                      "--profile", "bisect", "--runs", "6", "--python", sys.executable, "--machine", "findbox",
+                      timeout=2400)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    skip = [ln for ln in p.stdout.splitlines() if ln.startswith("skip ")]
+    assert len(skip) == 1 and broken[:10] in skip[0] and "no_such_task" in skip[0], skip
+    assert f"({optimized}) moved update_state" in p.stdout
+    doc = json.loads(sorted((root / "raw-runs" / "findbox" / "find").glob("*.json"))[-1].read_text())
+    assert doc["skipped"] == [1] and doc["found"] == 3
