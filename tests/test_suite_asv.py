@@ -251,6 +251,8 @@ def test_interrupt_keeps_completed_runs(tmp_path):
     generate(suite / "demo-target")
     proc = subprocess.Popen([sys.executable, "-m", "mbaphases.cli", "run", "--profile", "tiny", "--runs", "3", "--python",
                              sys.executable, "--machine", "intr"], cwd=suite, start_new_session=True,
+                            # a shell's background job starts with SIGINT ignored, and that would be inherited
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")})
     raw = suite / "raw-runs" / "intr"
