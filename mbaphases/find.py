@@ -198,7 +198,8 @@ def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: st
     line = point_labels(m.repo, shas, pins)
     n = len(line) - 1
     each = decision_confidence(confidence, n, max_batches)
-    search = Search(what, case, line, confidence, each)
+    # the measurer's list itself: every batch it runs is on the search's record as it happens
+    search = Search(what, case, line, confidence, each, batches=m.batches)
     ratio = what in METRICS
     started = time.time()
     print(f"find {what} on {case}: {n} commit(s) after {line[0].label} ({line[0].sha[:10]}) up to {line[-1].label} "
@@ -232,7 +233,6 @@ def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: st
     if failed:
         search.total = None
         search.verdict = "; ".join(f"{line[i].label} could not be measured: {e}" for i, e in failed)
-        search.batches = m.batches
         return search
     if search.total is None:
         t = changes(0, n)
@@ -240,7 +240,6 @@ def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: st
         search.verdict = (f"{what} did not move decisively from {line[0].label} to {line[-1].label}: "
                           + (t.text(ratio) if t else "no values") + f" at {each:.2%}")
         search.runs_needed = _runs_needed(t)
-        search.batches = m.batches
         return search
     sign = 1.0 if search.total.estimate > 0 else -1.0
     print(f"total: {line[0].label} -> {line[-1].label} {search.total.text(ratio)}", file=out, flush=True)
@@ -252,7 +251,6 @@ def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: st
             names = ", ".join(line[i].label for i in range(lo + 1, hi + 1))
             search.verdict = (f"cannot tell: the change is in one of {names}, and the commits between could not be "
                               "measured (skipped)")
-            search.batches = m.batches
             return search
 
         def step_decided(lo=lo, mid=mid, hi=hi):
@@ -280,7 +278,6 @@ def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: st
                               f"{a.text(ratio) if a else 'no values'}, it -> {line[hi].label} "
                               f"{b.text(ratio) if b else 'no values'}; budget spent")
             search.runs_needed = max(filter(None, [_runs_needed(a), _runs_needed(b)]), default=None)
-            search.batches = m.batches
             return search
         moved, a, b = answer
         search.steps.append(Step(lo, mid, hi, a, b, moved, ran))
@@ -308,7 +305,6 @@ def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: st
         share = search.own.estimate / search.total.estimate
         search.verdict = (f"{line[hi].label} ({line[hi].sha}) moved {what}: its own change {search.own.text(ratio)} "
                           f"is {share:.0%} of the total {search.total.text(ratio)}")
-    search.batches = m.batches
     return search
 
 
@@ -329,6 +325,6 @@ def _runs_needed(c: Change | None) -> int | None:
 def record(search: Search, path: Path, started: float) -> None:
     """The search as data beside the machine's batch records: the path, every interval, the verdict."""
     doc = {"schema": "mbaphases.find/1", "started": started, "ended": time.time(),
-           **{k: v for k, v in asdict(search).items()}}
+           **asdict(search)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
