@@ -11,6 +11,8 @@ from pathlib import Path
 from mbaphases import find as find_mod
 from mbaphases import pins as pins_mod
 from mbaphases import published, runner
+from mbaphases.commands import bundle_command, report_command
+from mbaphases.demo_repo import generate, generate_field
 from mbaphases.errors import UsageError
 
 
@@ -183,8 +185,6 @@ def _find(args) -> int:
 
 def _run(args) -> int:
     if args.command == "demo-repo":
-        from mbaphases.demo_repo import generate, generate_field
-
         shas = (generate_field if args.layout == "field" else generate)(Path(args.path))
         for ref, sha in shas.items():
             print(f"{ref}\t{sha}")
@@ -224,12 +224,8 @@ def _run(args) -> int:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_LOCK_TIMEOUT
     if args.command == "report":
-        from mbaphases.commands import report_command
-
         return report_command(args)
     if args.command == "bundle":
-        from mbaphases.commands import bundle_command
-
         return bundle_command(args)
     if args.command == "publish":
         conf = Path(args.config)

@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mbaphases import bundle as bundle_mod
 from mbaphases import comparable, inputs, load, report
 from mbaphases import gate as gate_mod
 from mbaphases.errors import UsageError
+from mbaphases.page import link_from_asv, write_hardware_page, write_overview_page, write_page
+from mbaphases.runner import default_machine, load_asv_conf
+from mbaphases.side import Side
 from mbaphases.staging import Stage
 
 EXIT_PASS, EXIT_NOT_PASSED = 0, 1
@@ -34,8 +39,8 @@ def _check_number(value, flag: str, low: float, inclusive: bool) -> None:
 
 @dataclass
 class Loaded:
-    baseline: load.Side
-    candidates: list[load.Side]
+    baseline: Side
+    candidates: list[Side]
     kind: str
     records: list[str]  # batch record files of the machine
     results_dir: Path | None = None
@@ -71,8 +76,6 @@ def load_sides(args, pins: dict) -> Loaded:
         if not results_dir.is_dir():
             raise UsageError(f"--results {results_dir} is not a directory")
     else:
-        from mbaphases.runner import load_asv_conf
-
         if not conf_path.is_file():
             raise UsageError(f"asv config {conf_path} not found; pass --results or raw inputs")
         conf = load_asv_conf(conf_path)
@@ -81,8 +84,6 @@ def load_sides(args, pins: dict) -> Loaded:
     machine = args.machine
     if machine is None and len(load.machines(results_dir)) > 1:
         # the runner's default name for the active profile, when it has results
-        from mbaphases.runner import default_machine
-
         profile = os.environ.get("MBAPHASES_PROFILE") or pins.get("profile")
         if profile and default_machine(profile) in load.machines(results_dir):
             machine = default_machine(profile)
@@ -121,7 +122,7 @@ def load_sides(args, pins: dict) -> Loaded:
     return Loaded(b, cands, kind, [str(r) for r in records], results_dir, machine)
 
 
-def _stopping(records: list[str], sides: list[load.Side], confidence: float) -> tuple[float, list[str]]:
+def _stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[float, list[str]]:
     """Runs added until decisive looked at the data repeatedly: the report decides at the
     confidence per planned look those batches used, and says how many looks were taken."""
     batches = {bt for s in sides for bt in s.batches.values()}
@@ -140,8 +141,6 @@ def _stopping(records: list[str], sides: list[load.Side], confidence: float) -> 
 def report_command(args) -> int:
     bundle_dir = None
     if getattr(args, "bundle", None):
-        from mbaphases import bundle as bundle_mod
-
         if args.baseline_raw or args.candidate_raw or args.results or args.baseline or args.candidate:
             raise UsageError("--bundle carries its own sides: give no other inputs with it")
         bundle_dir = tempfile.TemporaryDirectory()
@@ -161,8 +160,6 @@ def report_command(args) -> int:
 
 def bundle_command(args) -> int:
     """The report's sides, raw runs, results, pins and report in one verified archive."""
-    from mbaphases import bundle as bundle_mod
-
     out = inputs.writable_file(Path(args.out), "--out")
     with tempfile.TemporaryDirectory() as tmp:
         args.out, args.html, args.quiet = str(Path(tmp) / "report"), None, True
@@ -252,8 +249,6 @@ def _report(args) -> tuple[int, Made]:
         if len(built) > 1:
             report.write_hardware_index(built, stages[0].dir)
             if html_dir is not None:
-                from mbaphases.page import write_hardware_page
-
                 write_hardware_page(built, stages[1].dir)
     except BaseException:
         for s in stages:
@@ -265,8 +260,6 @@ def _report(args) -> tuple[int, Made]:
     made = Made(loaded, pins_path, exc_path, reference, overview.history if overview is not None else None)
     page = None
     if html_dir is not None:
-        from mbaphases.page import link_from_asv
-
         page = html_dir / "index.html"
         link_from_asv(html_dir.parent, html_dir)
     verdict = report.overall_verdict([r.verdict for _, reps, _ in built for r in reps])
@@ -306,8 +299,6 @@ def _write_outputs(reps, overview, out: Path, html_dir: Path | None) -> None:
         for rep in reps:
             report.write(rep, out / report.slug(rep.candidate.label))
     if html_dir is not None:
-        from mbaphases.page import write_overview_page, write_page
-
         if overview is None:
             write_page(reps[0], html_dir)
         else:
@@ -324,22 +315,20 @@ def restrict_to_batches(loaded: Loaded, spec: str) -> None:
     for w in wanted:
         if w not in known:
             raise UsageError(f"--batch {w!r} holds no run of these sides; valid: {', '.join(known) or 'none recorded'}")
-    keep = [comparable.restrict(s, [r for r in comparable.runs_of(s) if s.batches.get(r) in wanted]) for s in sides]
+    keep = [s.restrict([r for r in s.runs() if s.batches.get(r) in wanted]) for s in sides]
     loaded.baseline, loaded.candidates = keep[0], keep[1:]
 
 
-def history_order(args, pins: dict, cands: list[load.Side]) -> list[str]:
+def history_order(args, pins: dict, cands: list[Side]) -> list[str]:
     """The candidates' labels in first-parent order of the last one's history (asv's line)."""
     manifest = getattr(args, "bundle_manifest", None)
     if manifest:
         return manifest.get("history") or [c.label for c in cands]
     if args.baseline_raw or args.results:
         return [c.label for c in cands]
-    from mbaphases.runner import load_asv_conf
 
     conf_path = Path(args.config)
     repo = conf_path.resolve().parent / load_asv_conf(conf_path)["repo"]
-    import subprocess
 
     p = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", cands[-1].revision],
                        capture_output=True, text=True, check=False)

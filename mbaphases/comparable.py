@@ -13,18 +13,12 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
 
 from mbaphases import hardware
-from mbaphases.load import Side
-
-
-def runs_of(side: Side) -> list[str]:
-    """The side's runs (measured or failed), in order."""
-    return list(dict.fromkeys(list(side.values.run) + list(side.failed.run)))
+from mbaphases.side import Side
 
 
 def _hw(side: Side, run: str) -> dict:
@@ -45,26 +39,9 @@ def describe(hw: dict) -> str:
 def groups(side: Side) -> dict[str, list[str]]:
     """Hardware group -> the side's runs on it."""
     out: dict[str, list[str]] = {}
-    for run in runs_of(side):
+    for run in side.runs():
         out.setdefault(group_id(_hw(side, run)), []).append(run)
     return out
-
-
-def restrict(side: Side, runs) -> Side:
-    """The same side with only ``runs``: values, failures, batches, hardware and the notes
-    about runs left out follow."""
-    keep = set(runs)
-    dropped = set(runs_of(side)) - keep
-    notes = [n for n in side.notes if not any(n.startswith(f"{r}: ") for r in dropped)]
-    hw = next((side.run_hardware[r] for r in runs_of(side) if r in keep and r in side.run_hardware), side.hardware)
-    return dataclasses.replace(
-        side, values=side.values[side.values.run.isin(keep)].reset_index(drop=True),
-        failed=side.failed[side.failed.run.isin(keep)].reset_index(drop=True),
-        batches={r: b for r, b in side.batches.items() if r in keep},
-        run_hardware={r: h for r, h in side.run_hardware.items() if r in keep},
-        run_flags={r: f for r, f in side.run_flags.items() if r in keep},
-        run_digests={r: d for r, d in side.run_digests.items() if r in keep},
-        hardware=hw, notes=notes)
 
 
 @dataclass
@@ -98,7 +75,7 @@ def by_hardware(baseline: Side, candidates: list[Side], min_runs: int) -> list[U
         return [Unit(baseline, candidates, None, [])]
     hw_of = {}
     for s in sides:
-        for run in runs_of(s):
+        for run in s.runs():
             hw_of.setdefault(group_id(_hw(s, run)), _hw(s, run))
     usable = [g for g in found if len(per_side[0].get(g, [])) >= min_runs
               and any(len(gs.get(g, [])) >= min_runs for gs in per_side[1:])]
@@ -112,14 +89,14 @@ def by_hardware(baseline: Side, candidates: list[Side], min_runs: int) -> list[U
         notes = [f"no hardware has >= {min_runs} runs of the baseline and of a candidate; the runs by hardware: "
                  f"{listing}. Each side below uses its largest group; runs are never pooled across hardware."]
         notes += _left_out(sides, per_side, chosen, hw_of)
-        restricted = [restrict(s, gs[g]) for s, gs, g in zip(sides, per_side, chosen)]
+        restricted = [s.restrict(gs[g]) for s, gs, g in zip(sides, per_side, chosen)]
         return [Unit(restricted[0], restricted[1:], hw_of[chosen[0]], notes)]
     units = []
     for g in usable:
         notes = [f"runs on {len(found)} hardwares ({listing}); this comparison uses only {describe(hw_of[g])}"
                  + (f", one of {len(usable)} reported apart" if len(usable) > 1 else "")]
         notes += _left_out(sides, per_side, [g] * len(sides), hw_of)
-        restricted = [restrict(s, gs.get(g, [])) for s, gs in zip(sides, per_side)]
+        restricted = [s.restrict(gs.get(g, [])) for s, gs in zip(sides, per_side)]
         units.append(Unit(restricted[0], restricted[1:], hw_of[g], notes))
     return units
 
@@ -143,7 +120,7 @@ def batch_of(side: Side, run: str) -> str | None:
 def pair(b: Side, c: Side) -> tuple[Side, Side, list[str]]:
     """Both sides restricted to the batches in which both ran, with notes on what was left
     out. Runs without a recorded batch (raw runs taken by hand) are one block."""
-    rb, rc = runs_of(b), runs_of(c)
+    rb, rc = b.runs(), c.runs()
     if any(b.batches.get(r) is None for r in rb) or any(c.batches.get(r) is None for r in rc):
         return b, c, []
     common = set(b.batches.values()) & set(c.batches.values())
@@ -159,8 +136,8 @@ def pair(b: Side, c: Side) -> tuple[Side, Side, list[str]]:
                      "not compared (drift between batches would read as a difference); run them in one batch")
     if not notes:
         return b, c, []
-    return (restrict(b, [r for r in rb if b.batches[r] in common]),
-            restrict(c, [r for r in rc if c.batches[r] in common]), notes)
+    return (b.restrict([r for r in rb if b.batches[r] in common]),
+            c.restrict([r for r in rc if c.batches[r] in common]), notes)
 
 
 def block_runs(b: Side, c: Side, runs_b, runs_c) -> list[tuple[list[str], list[str]]]:

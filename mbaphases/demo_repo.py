@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import reflab
+from mbaphases import targets
 from mbaphases.errors import UsageError
 
 BASELINE_BRANCH = "main"
@@ -346,8 +347,6 @@ def _field_tree(dest: Path, commit: FieldCommit) -> None:
 
 
 def _uv_lock(work: Path) -> None:
-    from mbaphases import targets
-
     try:
         uv = targets.uv_binary()
     except targets.TargetError as e:

@@ -21,6 +21,7 @@ import numpy as np
 
 from mbaphases import comparable, interval, load, runner, tables
 from mbaphases.errors import UsageError
+from mbaphases.side import Side
 
 PARTS = (*tables.ATTRIBUTION, "active")
 METRICS = ("throughput",)
@@ -119,7 +120,7 @@ def resolve_end(repo: Path, ref: str, pins: dict) -> str:
     return ref
 
 
-def change(b: load.Side, c: load.Side, case: str, what: str, confidence: float) -> Change | None:
+def change(b: Side, c: Side, case: str, what: str, confidence: float) -> Change | None:
     """The change b -> c with its interval (Hodges-Lehmann, batches as strata); None where
     either side has no value for the case."""
     if what in METRICS:
@@ -148,7 +149,7 @@ class Measurer:
         self.results_dir = conf_path.resolve().parent / conf.get("results_dir", "results")
         self.repo = conf_path.resolve().parent / conf["repo"]
         self.batches: list[str] = []
-        self._sides: dict[str, load.Side | None] = {}
+        self._sides: dict[str, Side | None] = {}
         self.measured: set[str] = set()
 
     def measure(self, points: list[Point]) -> None:
@@ -164,7 +165,7 @@ class Measurer:
     def _batch_records(self) -> list[str]:
         return [p.stem for p in (self.results_dir.parent / "raw-runs" / self.machine / "batches").glob("*.json")]
 
-    def side(self, point: Point) -> load.Side | None:
+    def side(self, point: Point) -> Side | None:
         if point.sha not in self._sides:
             try:
                 self._sides[point.sha] = load.load_asv_side(point.label, point.sha, self.results_dir, self.machine,

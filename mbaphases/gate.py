@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import mannwhitneyu
 
 from mbaphases import comparable, inputs
 from mbaphases import interval as iv_mod
 from mbaphases.errors import UsageError
-from mbaphases.load import Side
+from mbaphases.side import Side
 from mbaphases.tables import per_run, per_run_map
 
 STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "MISSING", "MISALIGNED", "EXCEPTED")
@@ -80,7 +81,6 @@ def rank_test_p(b: np.ndarray, c: np.ndarray, threshold: float) -> float | None:
     """One-sided Mann-Whitney: P(candidate >= threshold x baseline) is not lower."""
     if min(len(b), len(c)) < RANK_TEST_MIN_RUNS:
         return None
-    from scipy.stats import mannwhitneyu
 
     return float(mannwhitneyu(c, threshold * b, alternative="less").pvalue)
 

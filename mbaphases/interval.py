@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
+from scipy import stats
+from scipy.stats import norm
 
 EXACT_BELOW = 20
 
@@ -198,7 +200,6 @@ def stratified_acceptance(sizes, weights, confidence: float) -> tuple[float, flo
             return None
         t_lo = int(ok.max())
         return float(t_lo), float(1 - 2 * below[t_lo]), "exact"
-    from scipy.stats import norm
 
     mean, sd = _null_moments(sizes, weights)
     t_lo = mean - norm.ppf(0.5 + confidence / 2) * sd
@@ -220,7 +221,6 @@ def stratified_p_less(blocks: list[tuple], threshold: float) -> float | None:
     dist = stratified_null(sizes, weights)
     if dist is not None:
         return float(dist[: int(math.floor(t + 1e-9)) + 1].sum())
-    from scipy.stats import norm
 
     mean, sd = _null_moments(sizes, weights)
     return float(norm.cdf((t + 0.5 - mean) / sd))
@@ -312,8 +312,6 @@ def welch_p(baseline: np.ndarray, candidate: np.ndarray) -> float | None:
     p-values finer than a rank test's: with 3 runs a side no rank test goes below p = 0.1, so no
     multiplicity control could ever select a change; Welch's t, on run means of many steps each,
     can (a run disturbed by another process widens its variance: the test becomes conservative)."""
-    from scipy import stats
-
     b = np.asarray(baseline, dtype=float)
     c = np.asarray(candidate, dtype=float)
     b, c = b[np.isfinite(b)], c[np.isfinite(c)]
@@ -332,8 +330,6 @@ def change_p(blocks: list[tuple]) -> float | None:
     is Welch's t; several are one shift with a level per batch (least squares, the residual
     variance pooled over the batches; a batch of one run a side makes it the paired t), so a
     shift of the host between batches cancels instead of inflating the variance."""
-    from scipy import stats
-
     blocks = [(np.asarray(b, dtype=float), np.asarray(c, dtype=float)) for b, c in blocks]
     blocks = [(b[np.isfinite(b)], c[np.isfinite(c)]) for b, c in blocks]
     blocks = [(b, c) for b, c in blocks if len(b) and len(c)]

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from mbaphases import comparable, interval, tables
-from mbaphases.load import Side
+from mbaphases.side import Side
 
 PHASES = ("physics", "step_core_minus_physics", "update_state", "reset_done", "env_step_rest", "replay", "bookkeeping")
 STORY = ("physics", "update_state", "reset_done")  # the phases the demo story is about; the rest is "other"

@@ -18,13 +18,17 @@ import math
 import numbers
 import statistics
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from asv import results as asv_results
+from asv import util
 
 from mbaphases.errors import UsageError
+from mbaphases.hardware import memory_class
 from mbaphases.inputs import read_text
+from mbaphases.profiles import side_profiles
+from mbaphases.side import Side
 
 # asv benchmark name -> (metric, value from the stored sample): every stored metric is
 # lower-is-better for asv; throughput is stored as seconds per million env steps
@@ -45,33 +49,12 @@ ALIGN_KEYS = ("num_envs", "replay_capacity_rows", "replay_capacity_steps", "obs_
 RUNTIME_KEYS = ("runtime",)
 
 
-@dataclass
-class Side:
-    label: str
-    revision: str
-    values: pd.DataFrame  # run, case, metric, value (NaN: not reported by the target)
-    failed: pd.DataFrame  # run, case, message
-    alignment: dict[str, dict] = field(default_factory=dict)  # case -> key -> value
-    environment: dict = field(default_factory=dict)
-    pins: dict = field(default_factory=dict)
-    sources: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # e.g. runs taken on a busy machine
-    hardware: dict = field(default_factory=dict)  # machine, cpu, logical_cpus, gpu (where recorded)
-    run_digests: dict[str, str] = field(default_factory=dict)  # run file path -> sha256 of its content
-    batches: dict[str, str] = field(default_factory=dict)  # run -> batch (one `mbaphases run` invocation)
-    run_hardware: dict[str, dict] = field(default_factory=dict)  # run -> its hardware (mbaphases.comparable)
-    run_flags: dict[str, list[str]] = field(default_factory=dict)  # run -> what disturbed it (busy, steal)
-    profiles: dict[str, Path] = field(default_factory=dict)  # case -> folded stacks of its profiled run
-
-
 HARDWARE_KEYS = ("machine", "cpu", "logical_cpus", "memory", "gpu")
 HARDWARE_FIELDS = ("cpu", "logical_cpus", "memory", "gpu")  # of a run meta's environment
 
 
 def hardware_differences(b: Side, c: Side) -> list[str]:
     """Hardware both sides recorded and that differs, as 'key (baseline vs candidate)'."""
-    from mbaphases.hardware import memory_class
-
     def value(hw, k):
         return memory_class(hw[k]) if k == "memory" else str(hw[k])
 
@@ -342,9 +325,6 @@ def pick_machine(results_dir: Path, machine: str | None) -> str:
 
 def resolve_revision(rev: str, results_dir: Path, machine: str, repo: Path | None) -> str:
     """SHA, SHA prefix or branch name -> the full commit hash asv stored."""
-    from asv import results as asv_results
-    from asv import util
-
     full = None
     if repo is None and not all(ch in "0123456789abcdef" for ch in rev.lower()):
         raise UsageError(f"revision {rev!r} is not a SHA or SHA prefix, and with --results there is no repository "
@@ -369,9 +349,6 @@ def resolve_revision(rev: str, results_dir: Path, machine: str, repo: Path | Non
 
 def _asv_results(results_dir: Path, machine: str, short: str) -> list:
     """asv's result files of one commit; an unreadable one is named on one line."""
-    from asv import results as asv_results
-    from asv import util
-
     out = []
     for path in sorted((Path(results_dir) / machine).glob(f"{short}-*.json")):
         try:
@@ -486,7 +463,6 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     side.notes += [f"{run}: {note}" for run, f in flags.items() for note in f]
     if hardware:
         side.hardware = hardware[run_names[-1]]
-    from mbaphases.profiles import side_profiles
 
     side.profiles = side_profiles(raw / "profile")
     return side

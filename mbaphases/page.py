@@ -10,6 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
+import jinja2
 from markupsafe import Markup
 
 from mbaphases import gate as gate_mod
@@ -93,8 +94,6 @@ def _copy_raw(rep: report.Report, out: Path) -> list[tuple[str, list[str]]]:
 
 
 def _render(template: str, **context) -> str:
-    import jinja2
-
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     return env.get_template(template).render(css=CSS, check_js=Markup(CHECK_JS), noise=report.NOISE_MARK, **context)

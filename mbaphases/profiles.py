@@ -34,6 +34,8 @@ from pathlib import Path
 import pandas as pd
 import rust_demangler
 
+from mbaphases import tables
+
 
 @dataclass(frozen=True)
 class EntryFrames:
@@ -339,8 +341,6 @@ def flame_svg(title: str, base: CaseProfile, cand: CaseProfile, base_active_ms: 
 
 def compare(b, c, attribution: pd.DataFrame, cases: list[str]) -> tuple[pd.DataFrame, dict[str, str]]:
     """Per case both sides profiled: the function table of the flagged phases and the flame graph."""
-    from mbaphases import tables
-
     rows, flames = [], {}
     att = attribution.set_index("case") if "case" in attribution else pd.DataFrame()
     for case in cases:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -13,8 +14,10 @@ import pandas as pd
 
 from mbaphases import comparable, profiles, tables
 from mbaphases import gate as gate_mod
+from mbaphases import ledger as ledger_mod
 from mbaphases.interval import BOOTSTRAP_RESAMPLES, FamilyMarks
-from mbaphases.load import Side, hardware_differences
+from mbaphases.load import hardware_differences
+from mbaphases.side import Side
 
 SCHEMA = "mbaphases.summary/4"
 NOISE_MARK = "≈0"  # a change whose interval contains 0: not distinguishable from run-to-run noise
@@ -61,6 +64,13 @@ DEFINITIONS = {
 PHASE_LABELS = {"env_step_ms": "env_step", "physics_ms": "physics", "step_core_ms": "step_core",
                 "update_state_ms": "update_state", "reset_done_ms": "reset_done", "replay_ms": "replay",
                 "bookkeeping_ms": "bookkeeping", "resets_per_step": "resets/step"}
+
+
+def generated_at() -> str:
+    """When the report was made; SOURCE_DATE_EPOCH (the reproducible-builds convention) fixes it,
+    so the same stored runs give the same report files byte for byte."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    return (datetime.fromtimestamp(int(epoch), UTC) if epoch else datetime.now(UTC)).isoformat()
 
 
 @dataclass
@@ -168,8 +178,8 @@ def robustness(gate_rows: list[dict], b: Side, c: Side, cases: list[str], thresh
         row["without_flagged"] = None
         if not (fb or fc):
             continue
-        kept_b = comparable.restrict(b, [r for r in comparable.runs_of(b) if r not in fb])
-        kept_c = comparable.restrict(c, [r for r in comparable.runs_of(c) if r not in fc])
+        kept_b = b.restrict([r for r in b.runs() if r not in fb])
+        kept_c = c.restrict([r for r in c.runs() if r not in fc])
         (again,) = gate_mod.evaluate(kept_b, kept_c, [row["case"]], threshold, min_runs, exceptions,
                                      hardware_diff=hardware_diff, confidence=confidence)
         row["without_flagged"] = again["gate"]
@@ -371,7 +381,7 @@ def summary(rep: Report) -> dict:
     env = rep.environment
     return {
         "schema": SCHEMA,
-        "generated_at": datetime.now(UTC).isoformat(),
+        "generated_at": generated_at(),
         "input": rep.input_kind,
         "baseline": {"label": rep.baseline.label, "revision": rep.baseline.revision, "sources": rep.baseline.sources,
                      "notes": rep.baseline.notes},
@@ -558,8 +568,6 @@ def build_overview(reps: list[Report], reference: str, combines: dict[str, list[
                    margin_ms: float | None = None, min_share: float = tables.MIN_SHARE) -> Overview:
     """``sides``: the candidates as loaded (a report's candidate is restricted to the batches
     it shares with the baseline; the ledger pairs each with the reference itself)."""
-    from mbaphases import ledger as ledger_mod
-
     by_label = {c.label: c for c in (sides or [r.candidate for r in reps])}
     ref = by_label[reference]
     others = [c for c in by_label.values() if c.label != reference]
@@ -645,7 +653,7 @@ def overview_summary(ov: Overview) -> dict:
     b = ov.reports[0].baseline
     return {
         "schema": SCHEMA,
-        "generated_at": datetime.now(UTC).isoformat(),
+        "generated_at": generated_at(),
         "input": ov.reports[0].input_kind,
         "baseline": {"label": b.label, "revision": b.revision, "sources": b.sources, "notes": b.notes},
         "threshold": ov.reports[0].threshold,
@@ -707,7 +715,7 @@ def write_hardware_index(built, out: Path) -> dict[str, Path]:
     files = {"report.md": out / "report.md", "summary.json": out / "summary.json"}
     out.mkdir(parents=True, exist_ok=True)
     files["report.md"].write_text(md)
-    doc = {"schema": SCHEMA, "generated_at": datetime.now(UTC).isoformat(), "verdict": verdict,
+    doc = {"schema": SCHEMA, "generated_at": generated_at(), "verdict": verdict,
            "hardware": [{"hardware": unit.hardware, "label": unit.label, "folder": unit.folder,
                          "verdict": overall_verdict([r.verdict for r in reps]), "notes": unit.notes,
                          "summary": f"{unit.folder}/summary.json"} for unit, reps, _ in built],

@@ -7,15 +7,19 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import threading
 import time
+import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 
 import asv.util
 
+from mbaphases import comparable, hardware, inputs, load, targets
+from mbaphases import gate as gate_mod
 from mbaphases.errors import UsageError
 
 LOCK_PATH = Path(os.environ.get("MBAPHASES_LOCK", "/tmp/mbaphases-formal-run.lock"))
@@ -84,8 +88,6 @@ def resolve_ref(repo: Path, ref: str) -> str:
 
 
 def load_asv_conf(path: Path) -> dict:
-    from mbaphases import inputs
-
     inputs.read_text(Path(path), "asv config")
     try:
         conf = asv.util.load_json(str(path), js_comments=True)
@@ -98,15 +100,11 @@ def load_asv_conf(path: Path) -> dict:
 def default_machine(profile: str) -> str:
     """<host>-<hardware fingerprint>-<profile>: a new host never appends to another's results
     by accident (host names repeat across VMs), and other pinned sizes never share a machine."""
-    from mbaphases import hardware
-
     return f"{platform.node() or 'host'}-{hardware.fingerprint(hardware.describe())}-{profile}"
 
 
 def pyspy_path() -> str:
     """The py-spy binary installed with the suite (it profiles the target's process from outside)."""
-    import shutil
-
     here = Path(sys.executable).parent / "py-spy"
     found = str(here) if here.is_file() else shutil.which("py-spy")
     if not found:
@@ -117,8 +115,6 @@ def pyspy_path() -> str:
 def check_same_hardware(raw_dir: Path, machine: str) -> None:
     """Appending to a machine whose stored runs were measured on other hardware is refused:
     runs of two hardwares under one name would be pooled into one side."""
-    from mbaphases import hardware
-
     here = hardware.describe()
     stored = hardware.stored_other(raw_dir / machine, here)
     if stored is not None:
@@ -139,14 +135,10 @@ def field_conf(template: Path, repo: str, package: str | None, out: Path, settin
     """asv config for the field's repository: "repo" (URL or path), the package, the
     Python version and the install step with the field profile's extras and prepare
     command (pins [field])."""
-    from mbaphases import targets
-
     settings = settings or {}
     text = template.read_text()
     if package is None and Path(repo).is_dir():
         try:
-            import tomllib
-
             package = tomllib.loads((Path(repo) / "pyproject.toml").read_text())["project"]["name"]
         except (OSError, KeyError, ValueError):
             package = None
@@ -174,8 +166,6 @@ def run_meta(raw_dir: Path, machine: str, since: float) -> list[dict]:
 
 def summarize(metas: list[dict], sides: dict[str, str]) -> tuple[list[str], list[str]]:
     """(failures, warnings) as lines: which case, side and run failed; busy runs."""
-    from mbaphases import load
-
     failures, warnings = [], []
     for m in sorted(metas, key=lambda m: m["started"]):
         side = sides.get(m["commit"], m["commit"][:10])
@@ -417,8 +407,6 @@ def flagged_sides(sides: list[dict], metas: list[dict]) -> list[dict]:
     """The sides whose runs in this batch were flagged (BUSY, STEAL), with the baseline whenever
     any is: a replacement run of a candidate is compared with the baseline's runs of the same
     batch; a flagged baseline run touches every candidate's comparison, so then every side."""
-    from mbaphases import load
-
     disturbed = {m["commit"] for m in metas if load.run_flags(m)}
     if not disturbed:
         return []
@@ -430,9 +418,6 @@ def flagged_sides(sides: list[dict], metas: list[dict]) -> list[dict]:
 def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict, out) -> list[tuple[str, str]]:
     """(candidate, case) still INCONCLUSIVE, at the confidence per planned look; compared as the
     report compares them (per hardware, inside the batches both sides ran in)."""
-    from mbaphases import comparable, load
-    from mbaphases import gate as gate_mod
-
     conf = load_asv_conf(conf_path)
     results_dir = conf_path.parent / conf.get("results_dir", "results")
     repo = conf_path.parent / conf["repo"]

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from mbaphases import comparable, interval
-from mbaphases.load import Side
+from mbaphases.side import Side
 
 PHASES = ("env_step_ms", "physics_ms", "step_core_ms", "update_state_ms", "reset_done_ms", "replay_ms",
           "bookkeeping_ms", "resets_per_step")

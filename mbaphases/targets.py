@@ -5,7 +5,6 @@ runs. asv's install step runs this module (``python -m mbaphases.targets install
 in the suite's folder; see asv.conf.json and asv.field.conf.json). It imports the
 standard library only, so the demo config runs it with the asv environment's own
 python, where nothing of this suite is installed:
-
 * a target with a ``uv.lock`` gets exactly what its lock says, with the configured
   extras (``uv export --frozen`` then ``uv pip install`` into asv's environment: what
   ``uv sync --extra ...`` gives that commit), then the project itself without deps;
@@ -30,6 +29,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 # standard library only, like this module: both run with a target environment's python
@@ -189,8 +189,6 @@ def _package_dir(python: Path, package: str) -> Path | None:
 
 
 def _project_name(checkout: Path) -> str:
-    import tomllib
-
     try:
         return tomllib.loads((checkout / "pyproject.toml").read_text())["project"]["name"]
     except (OSError, KeyError, ValueError):

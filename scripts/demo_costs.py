@@ -52,7 +52,7 @@ def main():
     p.add_argument("--out", default=None)
     a = p.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    import torch
+    import torch  # noqa: PLC0415 -- after OMP_WAIT_POLICY: torch reads it when it loads
 
     torch.set_num_threads(collector_torch_threads())
     commits = list(HISTORY)

@@ -64,7 +64,7 @@ def main():
     p.add_argument("--cases", default=",".join(SEED_CASES))
     p.add_argument("--out", default="docs/speed.md")
     a = p.parse_args()
-    import torch
+    import torch  # noqa: PLC0415 -- heavy: --help and bad arguments answer without loading it
 
     torch.set_num_threads(collector_torch_threads())
     rows = []

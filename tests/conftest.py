@@ -16,7 +16,7 @@ def root() -> Path:
 
 
 def compose(case: str, num_envs: int = 16, overrides=(), seed: int = 0):
-    from reflab.bench import compose_case
+    from reflab.bench import compose_case  # noqa: PLC0415 -- reflab is importable only after the sys.path line above
 
     # not strict: some tests stand for configs edited by hand, which the managers must reject
     cfg = compose_case(case, num_envs, list(overrides), seed, strict=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 import entry_docs as E
 import pytest
 
-from mbaphases import cli, runner
+from mbaphases import cli, report, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = "sac/g1_walk_flat/mujoco"
@@ -228,7 +228,6 @@ def test_report_into_a_closed_pipe_keeps_the_verdict(work):
 
 def test_internal_error_is_exit_3_with_a_log(work, capsys, monkeypatch):
     tmp, b, c = work
-    from mbaphases import report
 
     def broken(*a, **k):
         raise RuntimeError("a bug")

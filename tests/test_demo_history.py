@@ -20,8 +20,10 @@ from mbaphases.demo_repo import HISTORY, OPTIMIZATIONS, generate
 CASE = "sac/g1_motion_tracking/mujoco"
 ROUNDS = 12
 ROUNDS_PER_BATCH = 4  # as the suite's batches: one `mbaphases run` of a few interleaved rounds
-# one physics thread: less jitter; episodes of 5 control steps: several resets per step
-SIZES = ["--num-envs", "16", "--warmup-steps", "5", "--measure-steps", "40", "--replay-capacity-steps", "4",
+# one physics thread: less jitter; episodes of 5 control steps: several resets per step; 120
+# measured steps: with another process spinning, a run's physics varies half as much as at 40
+# steps (sd 0.44 against 0.81 ms, docs/measurements.md) for a fifth more time a run
+SIZES = ["--num-envs", "16", "--warmup-steps", "5", "--measure-steps", "120", "--replay-capacity-steps", "4",
          "--override", "task.episode_length_s=0.1", "--override", "sim.nthread=1"]
 MEASURED = ("main", "mba-dev", *(c.name for c in OPTIMIZATIONS))
 CONFIDENCE = 0.90

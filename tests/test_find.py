@@ -12,7 +12,8 @@ from test_suite_asv import make_suite, run_mbaphases
 from mbaphases.demo_repo import IDENTITY, generate
 
 CASE = "sac/g1_motion_tracking/mujoco"
-# the known-answer sizes (tests/test_demo_history.py): one physics thread, episodes of 5 control steps
+# the known-answer sizes (tests/test_demo_history.py) at 40 measured steps: one physics thread,
+# episodes of 5 control steps; a search adds batches until decisive instead
 PROFILE = """
 [profiles.bisect]
 num_envs = 16

@@ -1,14 +1,19 @@
 """What runs between and around the entry processes: the load record of a run and
 the install step that switches sides."""
+import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from benchmarks import _target
+from mbaphases import hardware, load, runner
 from mbaphases import pins as pins_mod
+from mbaphases.errors import UsageError
 
 
 def test_other_processes_cpu_during_a_run_is_measured():
@@ -31,8 +36,6 @@ def test_other_processes_cpu_during_a_run_is_measured():
 
 
 def test_torch_cuda_is_read_without_importing_torch():
-    import torch
-
     code = ("import sys; sys.path.insert(0, '.'); from benchmarks import _target; "
             "print(_target._torch_cuda()); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=_target.SUITE_DIR, capture_output=True, text=True,
@@ -63,9 +66,6 @@ def test_switching_sides_installs_the_side_and_fetches_dependencies_only_when_mi
     """The install step as asv runs it for a target without a uv.lock, in a new environment
     whose PATH has no uv: uv is installed into it once, the first side's dependency comes
     through pip, the second side (same version number) replaces the first without pip."""
-    import json
-    import os
-
     env_dir = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
     python = env_dir / "bin" / "python"
@@ -99,8 +99,6 @@ def test_steal_and_context_switches_from_recorded_counters():
     calm = _target.busy_during(start, {**end, "cpu_jiffies": (2000, 1200, 50)})
     assert calm["steal_fraction"] == 0.04 and calm["steal"] is False
     # a run meta carrying a flagged steal share is listed per run by the loader
-    from mbaphases import load
-
     assert any("STEAL" in n and "10.0%" in n for n in load.run_flags({"load_during": d}))
     # older metas, without steal counters, still read
     old = _target.busy_during({**start, "cpu_jiffies": (1000, 400)}, {**end, "cpu_jiffies": (2000, 1200)})
@@ -116,13 +114,6 @@ def test_a_real_run_records_steal_and_switches():
 
 
 def test_appending_to_a_machine_of_other_hardware_is_refused(tmp_path):
-    import json
-
-    import pytest
-
-    from mbaphases import hardware, runner
-    from mbaphases.errors import UsageError
-
     here = hardware.describe()
     machine = tmp_path / "raw-runs" / "m" / "abc"
     machine.mkdir(parents=True)

@@ -12,6 +12,7 @@ from conftest import compose
 
 from reflab.bench import SEED_CASES
 from reflab.envs import make_env
+from reflab.manager import dev_costs
 from reflab.manager.managers import TermConfigError
 
 N = 16
@@ -103,8 +104,6 @@ EXACT_COSTS = ("PER_TERM_STATE", "PER_ENV_RESET")
 
 @pytest.fixture
 def costs(monkeypatch):
-    from reflab.manager import dev_costs
-
     def switch_on(*names):
         for name in names:
             monkeypatch.setattr(dev_costs, name, True)

@@ -6,13 +6,17 @@ import os
 import re
 import subprocess
 import sys
+from xml.etree import ElementTree
 
 import pandas as pd
 import pytest
+from test_report_page import CHROMIUM, open_in_chromium
 
 from benchmarks import _target
 from mbaphases import load, profiles, report, tables
+from mbaphases import page as page_mod
 from mbaphases.demo_repo import generate
+from mbaphases.runner import pyspy_path
 
 ENTRY = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
 CASE = "sac/g1_motion_tracking/mujoco"
@@ -25,7 +29,6 @@ PROFILE = {"name": "t", "num_envs": 16, "warmup_steps": 5, "measure_steps": 60, 
 def history(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("profiles")
     shas = generate(tmp / "demo")
-    from mbaphases.runner import pyspy_path
 
     env = {**os.environ, "UNILAB_COLLECTOR_TORCH_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE",
            "MBAPHASES_PYSPY": pyspy_path()}
@@ -95,10 +98,6 @@ def test_mba_dev_against_main_names_the_functions_of_its_three_costs(history):
 
 
 def test_the_page_shows_the_functions_and_the_flame_graph_in_chromium(history, tmp_path):
-    from test_report_page import CHROMIUM, open_in_chromium
-
-    from mbaphases import page as page_mod
-
     rep = report.build(side(history, "main"), side(history, "mba-dev"), min_runs=RUNS, input_kind="raw entry JSON")
     assert len(rep.functions) and CASE in rep.flames
     page = page_mod.write_page(rep, tmp_path / "page")
@@ -117,10 +116,6 @@ def test_the_page_shows_the_functions_and_the_flame_graph_in_chromium(history, t
 
 
 def test_every_written_svg_and_page_parses(history, tmp_path):
-    from xml.etree import ElementTree
-
-    from mbaphases import page as page_mod
-
     rep = report.build(side(history, "main"), side(history, "mba-dev"), min_runs=RUNS, input_kind="raw entry JSON")
     page_mod.write_page(rep, tmp_path / "page")
     svgs = list((tmp_path / "page").rglob("*.svg"))
@@ -141,8 +136,6 @@ NATIVE = [
 
 
 def test_native_frames_are_demangled_and_long_labels_stay_valid_xml(tmp_path):
-    from xml.etree import ElementTree
-
     loop = "run (collector.py:10);_update_state (runtime.py:5)"
     lines = [f"{loop};{frame} {count}" for frame, count in zip(NATIVE, (40, 30, 20, 10))]
     (tmp_path / "b.folded").write_text("\n".join(lines) + "\n")

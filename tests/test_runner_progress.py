@@ -3,7 +3,7 @@ import io
 import json
 import time
 
-from mbaphases.runner import Progress
+from mbaphases.runner import Progress, sides_for_round
 
 
 class Terminal(io.StringIO):
@@ -35,8 +35,6 @@ def test_progress_is_quiet_when_not_a_terminal(tmp_path):
 
 
 def test_an_extra_round_runs_only_the_open_candidates_and_the_baseline():
-    from mbaphases.runner import sides_for_round
-
     sides = [{"role": "baseline", "label": "main"}, {"role": "candidate", "label": "dev"},
              {"role": "candidate", "label": "next"}, {"role": "candidate", "label": "opt"}]
     chosen = sides_for_round(sides, [("next", "a/b/c"), ("next", "d/e/f"), ("opt", "a/b/c")])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mbaphases import cli, interval, ledger, load, tables
+from mbaphases import cli, interval, ledger, load, report, tables
 
 CASE = "sac/g1_walk_flat/mujoco"
 
@@ -149,7 +149,6 @@ def test_gate_stratifies_by_batch_and_leaves_out_a_batch_with_one_side(tmp_path)
     cand = {"A": [960, 968, 955], "B": [1248, 1260, 1240]}
     b = load.load_raw_side("b", batch_runs(tmp_path, "b", base))
     c = load.load_raw_side("c", batch_runs(tmp_path, "c", cand))
-    from mbaphases import report
 
     rep = report.build(b, c, threshold=0.90, min_runs=3)
     g = rep.gate.iloc[0]

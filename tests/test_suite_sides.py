@@ -2,13 +2,19 @@
 runs added until decisive. Existing-environment mode (this interpreter), two
 cases, so the rounds stay short."""
 import json
+import os
 import re
+import subprocess
 import sys
+import tarfile
 
 import pytest
+from asv import results as asv_results
 from test_suite_asv import ROOT, make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
+from mbaphases.load import load_asv_side
+from mbaphases.runner import load_asv_conf
 
 CASES = ["sac/g1_walk_flat/mujoco", "sac/g1_motion_tracking/motrix"]
 SIDES = [("main", "main direct"), ("mba-dev", "MBA dev"), ("opt/reset", "opt reset"), ("mba-next", "MBA next")]
@@ -124,8 +130,6 @@ def test_until_decisive_adds_rounds_then_stops_at_max_runs_or_budget(tmp_path):
 
 
 def test_evidence_bundle_rebuilds_the_same_tables(many, tmp_path):
-    import tarfile
-
     suite, shas, _ = many
     b = run_mbaphases(suite, "bundle", "--out", str(tmp_path / "evidence.tar.gz"), "--machine", "sidebox",
                       "--min-runs", "2")
@@ -161,10 +165,10 @@ def test_profiled_runs_stay_outside_the_measured_ones(tmp_path):
     """--profile-functions: one extra run per side and case under py-spy, after that side's first
     measured run ended, in processes of its own; asv's samples and the raw runs are the measured
     runs only, and no measured run had a profiler attached."""
-    from asv import results as asv_results
-
     suite = make_suite(tmp_path, "mba-dev")
-    (suite / "pins.toml").write_text(sides_pins(SIDES[:2], runs=2))
+    # 50 Hz: the test is about where the profiled runs sit, not their detail (py-spy stops the
+    # target for every native unwind, so the default 500 Hz makes these runs the slowest of the suite)
+    (suite / "pins.toml").write_text(sides_pins(SIDES[:2], runs=2, extra="profile_rate_hz = 50\n"))
     shas = generate(suite / "demo-target")
     p = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "pbox",
                       "--profile-functions")
@@ -193,12 +197,7 @@ def test_a_machine_of_other_hardware_is_never_appended_to(tmp_path):
     """Runs stored under a machine name were measured on another CPU: `mbaphases run` refuses with
     one line, plain asv stops before it stores anything (a failed result would replace the samples
     asv kept), and --allow-other-hardware appends, the report then keeping the hardwares apart."""
-    import os
-    import subprocess
 
-    from asv import results as asv_results
-
-    from mbaphases.runner import load_asv_conf
 
     suite = make_suite(tmp_path, "mba-dev")
     (suite / "pins.toml").write_text(sides_pins(SIDES[:2], runs=1))
@@ -242,9 +241,6 @@ def test_a_later_failed_run_keeps_every_earlier_run_and_its_batch(tmp_path):
     """A case that fails in a later batch: asv's store may drop that case's earlier samples, the
     raw runs keep them; the loader reads the raw runs, so every earlier run keeps its value and
     its batch, and the failure is the later run's."""
-    from asv import results as asv_results
-
-    from mbaphases.load import load_asv_side
 
     suite = make_suite(tmp_path, "mba-dev")
     (suite / "pins.toml").write_text(sides_pins(SIDES[:2], runs=1))
@@ -280,9 +276,6 @@ def test_runs_disturbed_by_another_process_get_one_replacement_round(tmp_path):
     """Real CPU hogs (other processes on half the CPUs) while the pinned runs run: every run is
     flagged BUSY and kept; --until-decisive runs one replacement round for the flagged sides and
     records it; the report's gate says whether each verdict holds without the flagged runs."""
-    import os
-    import subprocess
-
     suite = make_suite(tmp_path, "mba-dev")
     (suite / "pins.toml").write_text(sides_pins(SIDES[:2], runs=1))
     generate(suite / "demo-target")

@@ -1,10 +1,14 @@
 """One real asv virtualenv build, through the field profile (asv.field.conf.json)
 against a repository with the field's layout (the generated demo target)."""
 import json
+import os
+import re
+import subprocess
 import sys
 
 from asv import results as asv_results
 from test_suite_asv import make_suite, run_mbaphases
+from test_suite_sides import CASES
 
 from mbaphases.demo_repo import generate
 
@@ -35,11 +39,6 @@ def test_plain_asv_continuous_takes_the_pinned_independent_runs(tmp_path):
     benchmark type in asv-plugin/ declares rounds, so each side gets the pinned number
     of interleaved runs, each a fresh entry process, stored as samples; the report
     then has enough runs for the gate."""
-    import os
-    import re
-    import subprocess
-
-    from test_suite_sides import CASES
 
     suite = make_suite(tmp_path, "mba-dev")
     pins = (suite / "pins.toml").read_text()

@@ -1,13 +1,16 @@
 """mbaphases tables and gate against hand-computed values."""
+import itertools
 import json
+import math
 import subprocess
 import sys
 
 import entry_docs as E
 import numpy as np
 import pytest
+from scipy.stats import mannwhitneyu
 
-from mbaphases import gate, load, report, tables
+from mbaphases import gate, interval, ledger, load, report, tables
 
 CASE_A, CASE_B = "sac/g1_walk_flat/mujoco", "sac/g1_walk_flat/motrix"
 
@@ -172,9 +175,6 @@ def test_mixed_pinned_parameters_in_a_side_are_refused(tmp_path):
 
 def brute_interval(b, c, confidence):
     """Independent: the exact null distribution of U by enumerating every assignment."""
-    import itertools
-    import math
-
     m, n = len(b), len(c)
     counts = [0] * (m * n + 1)
     for cand in itertools.combinations(range(m + n), n):
@@ -193,8 +193,6 @@ def brute_interval(b, c, confidence):
     ([1000, 1000, 1010, 990, 1000], [950, 950, 960, 950, 970], 5),  # ties
 ])
 def test_interval_matches_hand_and_independent_computation(b, c, k):
-    from mbaphases import interval
-
     iv = interval.ratio_interval(b, c, 0.90)
     lo, hi, bk = brute_interval(b, c, 0.90)
     assert iv.k == bk == k and iv.lower == pytest.approx(lo) and iv.upper == pytest.approx(hi)
@@ -203,10 +201,6 @@ def test_interval_matches_hand_and_independent_computation(b, c, k):
 
 
 def test_interval_10_vs_10_against_scipy_exact_test():
-    from scipy.stats import mannwhitneyu
-
-    from mbaphases import interval
-
     rng = np.random.default_rng(3)
     b, c = 1000 * (1 + 0.03 * rng.standard_normal(10)), 950 * (1 + 0.03 * rng.standard_normal(10))
     iv = interval.ratio_interval(b, c, 0.90)
@@ -263,7 +257,6 @@ def test_ledger_splits_each_candidates_change_by_phase(tmp_path):
     dev = phase_side(tmp_path, "dev", [BASE] * 3)
     # faster physics by 1 ms (env_step and step_core move with it)
     opt = phase_side(tmp_path, "opt", [{**BASE, "physics": 5.0, "step_core": 5.5, "env_step": 8.0}] * 3)
-    from mbaphases import ledger
 
     row = ledger.ledger_table(dev, [opt], [CASE_A])[0].iloc[0]
     assert row.delta_sum_ms == pytest.approx(-1.0) and row.physics_ms == pytest.approx(-1.0)
