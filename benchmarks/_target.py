@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import json
@@ -19,7 +18,6 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -35,8 +33,6 @@ PACKAGES = ("numpy", "torch", "mujoco", "mujoco-uni-runtime", "motrixsim", "motr
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "UNILAB_COLLECTOR_TORCH_THREADS")
 BUSY_FRACTION = 0.25  # other processes using more than this share of all CPUs: flagged
 STEAL_FRACTION = 0.05  # the hypervisor taking more than this share of the CPUs during a run: flagged
-# the machine-wide formal-run lock (also taken by `mbaphases run` for its whole run)
-LOCK_PATH = Path(os.environ.get("MBAPHASES_LOCK", "/tmp/mbaphases-formal-run.lock"))
 LOCK_TIMEOUT_S = float(os.environ.get("MBAPHASES_LOCK_TIMEOUT", "3600"))
 
 
@@ -44,57 +40,25 @@ LOCK_TIMEOUT_S = float(os.environ.get("MBAPHASES_LOCK_TIMEOUT", "3600"))
 def hold_formal_run_lock(what: str):
     """Hold the formal-run lock for one entry run, whoever started asv.
 
-    Under `mbaphases run` (which holds it for the whole run and names itself in
-    MBAPHASES_LOCK_HOLDER) the parent's hold counts. Otherwise wait for it, saying
-    who holds it, up to MBAPHASES_LOCK_TIMEOUT seconds. Yields what the run's meta
-    records: whether it ran alone, how long it waited, whom it waited for."""
-    parent = os.environ.get("MBAPHASES_LOCK_HOLDER")
+    Under `mbaphases run` (which holds it for the whole run and names itself in the
+    environment) the parent's hold counts. Otherwise wait for it, saying who holds it,
+    up to MBAPHASES_LOCK_TIMEOUT seconds. Yields what the run's meta records: whether it
+    ran alone, how long it waited, whom it waited for."""
+    lock = suite_module("formal_lock")
+    parent = os.environ.get(lock.HOLDER_VAR)
     if parent:
-        yield {"alone": True, "held_by": parent, "waited_s": float(os.environ.get("MBAPHASES_LOCK_WAITED_S", 0))}
+        yield {"alone": True, "held_by": parent, "waited_s": float(os.environ.get(lock.WAITED_VAR, 0))}
         return
-    LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(LOCK_PATH, "a+")
-    started, holder, said = time.time(), None, False
     try:
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                fh.seek(0)
-                holder = fh.read().strip() or "unknown"
-                if not said:
-                    print(f"waiting for the formal-run lock {LOCK_PATH}, held by: {holder}", file=sys.stderr, flush=True)
-                    said = True
-                if time.time() - started > LOCK_TIMEOUT_S:
-                    yield {"alone": False, "held_by": None, "waited_s": time.time() - started, "waited_for": holder,
-                           "timed_out": True}
-                    return
-                time.sleep(1.0)
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}: {what}\n")
-        fh.flush()
-        yield {"alone": True, "held_by": f"this run (pid {os.getpid()})", "waited_s": time.time() - started,
-               "waited_for": holder}
-    finally:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-        finally:
-            fh.close()
+        with lock.acquire(what, LOCK_TIMEOUT_S) as (waited, holder, _):
+            yield {"alone": True, "held_by": f"this run (pid {os.getpid()})", "waited_s": waited, "waited_for": holder}
+    except lock.LockBusy as e:
+        # measured anyway, and recorded as not alone: the run is kept and shown, never dropped
+        yield {"alone": False, "held_by": None, "waited_s": e.waited_s, "waited_for": e.holder, "timed_out": True}
 
 
 def load_pins() -> dict:
-    path = Path(os.environ.get("MBAPHASES_PINS") or SUITE_DIR / "pins.toml")
-    pins = tomllib.loads(path.read_text())
-    name = os.environ.get("MBAPHASES_PROFILE") or pins["profile"]
-    if name not in pins["profiles"]:
-        raise ValueError(f"profile {name!r} not in {path}; valid: {', '.join(pins['profiles'])}")
-    pins["active_profile"] = {"name": name, **pins["profiles"][name]}
-    if os.environ.get("MBAPHASES_CASES"):
-        # the runner's cases, which may be some of the pinned ones (mbaphases find measures one)
-        pins["cases"] = os.environ["MBAPHASES_CASES"].split(",")
-    return pins
+    return suite_module("pins").for_benchmark(SUITE_DIR)
 
 
 def pins_version(pins: dict) -> str:

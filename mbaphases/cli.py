@@ -9,8 +9,7 @@ import traceback
 from pathlib import Path
 
 from mbaphases import find as find_mod
-from mbaphases import pins as pins_mod
-from mbaphases import published, runner
+from mbaphases import inputs, interval, published, runner
 from mbaphases.commands import bundle_command, report_command
 from mbaphases.demo_repo import generate, generate_field
 from mbaphases.errors import UsageError
@@ -145,7 +144,7 @@ def _target_conf(args, pins: dict) -> Path:
 
 def _find(args) -> int:
     """0: the commit that moved it is named; 1: the search cannot tell (said why, and how many runs would)."""
-    pins = pins_mod.load(Path(args.pins), args.profile)
+    pins = inputs.load_active_pins(Path(args.pins), args.profile)
     what = args.phase or args.metric
     valid = find_mod.PARTS if args.phase else find_mod.METRICS
     if what not in valid:
@@ -157,9 +156,11 @@ def _find(args) -> int:
         raise UsageError(f"--runs {runs} must be >= 2 (an interval needs runs on both sides)")
     if args.max_batches < 1:
         raise UsageError(f"--max-batches {args.max_batches} must be >= 1")
-    if not (args.budget_min > 0 and args.budget_min == args.budget_min):
+    if not (args.budget_min > 0):
         raise UsageError(f"--budget-min {args.budget_min} must be > 0")
-    confidence = args.confidence if args.confidence is not None else float(pins.get("gate", {}).get("confidence", 0.90))
+    confidence = args.confidence
+    if confidence is None:
+        confidence = float(pins.get("gate", {}).get("confidence", interval.DEFAULT_CONFIDENCE))
     if not 0.5 <= confidence < 1:
         raise UsageError(f"--confidence {confidence} must be in [0.5, 1)")
     conf = _target_conf(args, pins)
@@ -192,7 +193,7 @@ def _run(args) -> int:
     if args.command == "find":
         return _find(args)
     if args.command == "run":
-        pins = pins_mod.load(Path(args.pins), args.profile)
+        pins = inputs.load_active_pins(Path(args.pins), args.profile)
         if args.baseline:
             pins["baseline"] = {**pins["baseline"], "ref": args.baseline}
         if args.candidate:
@@ -203,15 +204,15 @@ def _run(args) -> int:
         if args.until_decisive:
             if args.max_runs < runs:
                 raise UsageError(f"--max-runs {args.max_runs} must be >= the pinned runs ({runs})")
-            if not (args.budget_min > 0 and args.budget_min == args.budget_min):
+            if not (args.budget_min > 0):
                 raise UsageError(f"--budget-min {args.budget_min} must be > 0")
             g = pins.get("gate", {})
-            confidence = float(g.get("confidence", 0.90))
+            confidence = float(g.get("confidence", interval.DEFAULT_CONFIDENCE))
             looks = args.max_runs - runs + 1
             # repeated looks inflate the error: split it evenly over the planned looks (Bonferroni)
             until = {"max_runs": args.max_runs, "budget_s": 60 * args.budget_min, "planned_looks": looks,
-                     "confidence": 1 - (1 - confidence) / looks, "nominal_confidence": confidence,
-                     "threshold": float(g.get("threshold", 0.90))}
+                     "confidence": interval.split_confidence(confidence, looks), "nominal_confidence": confidence,
+                     "threshold": float(g.get("threshold", interval.DEFAULT_THRESHOLD))}
         only = [x.strip() for x in args.sides.split(",") if x.strip()] if args.sides else None
         try:
             with runner.formal_run_lock(f"mbaphases run {conf}", 60 * args.lock_timeout_min):

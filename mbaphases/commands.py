@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mbaphases import bundle as bundle_mod
-from mbaphases import comparable, inputs, load, report
+from mbaphases import comparable, inputs, interval, load, report
 from mbaphases import gate as gate_mod
 from mbaphases.errors import UsageError
 from mbaphases.page import link_from_asv, write_hardware_page, write_overview_page, write_page
@@ -187,9 +187,9 @@ class Made:
 def _report(args) -> tuple[int, Made]:
     pins, pins_path = _pins(args.pins)
     g = pins.get("gate", {})
-    threshold = args.threshold if args.threshold is not None else float(g.get("threshold", 0.90))
+    threshold = args.threshold if args.threshold is not None else float(g.get("threshold", interval.DEFAULT_THRESHOLD))
     min_runs = args.min_runs if args.min_runs is not None else int(g.get("min_runs", 3))
-    confidence = args.confidence if args.confidence is not None else float(g.get("confidence", 0.90))
+    confidence = args.confidence if args.confidence is not None else float(g.get("confidence", interval.DEFAULT_CONFIDENCE))
     _check_number(threshold, "--threshold", 0, inclusive=False)
     if not (math.isfinite(confidence) and 0 < confidence < 1):
         raise UsageError(f"--confidence {confidence} must be between 0 and 1 (e.g. 0.90)")

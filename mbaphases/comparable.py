@@ -110,13 +110,6 @@ def _left_out(sides, per_side, chosen, hw_of) -> list[str]:
     return notes
 
 
-UNBATCHED = "(no batch recorded)"
-
-
-def batch_of(side: Side, run: str) -> str | None:
-    return side.batches.get(run)
-
-
 def pair(b: Side, c: Side) -> tuple[Side, Side, list[str]]:
     """Both sides restricted to the batches in which both ran, with notes on what was left
     out. Runs without a recorded batch (raw runs taken by hand) are one block."""

@@ -31,7 +31,6 @@ from mbaphases import targets
 from mbaphases.errors import UsageError
 
 BASELINE_BRANCH = "main"
-CANDIDATE_BRANCH = "mba-dev"
 MARKER = "mbaphases-demo-repo"  # in .git: not part of any commit
 COSTS = ("PER_SUBSTEP_DISPATCH", "PER_TERM_STATE", "PER_ENV_RESET")
 
@@ -67,7 +66,6 @@ IDENTITY = {
     "GIT_COMMITTER_NAME": "reflab demo", "GIT_COMMITTER_EMAIL": "demo@reflab.invalid",
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
 }
-CANDIDATE_DATE = "2026-01-02T00:00:00+0000"
 
 PYPROJECT = """\
 [build-system]

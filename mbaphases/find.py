@@ -189,7 +189,7 @@ def decision_confidence(confidence: float, commits: int, max_batches: int) -> fl
     """The error split evenly over every decision the search plans: the total change, the
     bisection steps, the last commit's own change, each looked at up to ``max_batches`` times."""
     steps = math.ceil(math.log2(commits)) if commits > 1 else 0
-    return 1 - (1 - confidence) / ((steps + 2) * max_batches)
+    return interval.split_confidence(confidence, (steps + 2) * max_batches)
 
 
 def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: str, *, runs: int, max_batches: int,

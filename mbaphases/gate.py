@@ -40,9 +40,6 @@ STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "MISSING", "MISALIGNED", "EXCEPTED")
 RANK_TEST_MIN_RUNS = 5
 
 
-DEFAULT_CONFIDENCE = 0.90
-
-
 @dataclass
 class Exception_:
     case: str
@@ -102,7 +99,7 @@ def misaligned(b: Side, c: Side, case: str) -> list[str]:
 
 def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int,
              exceptions: dict[str, Exception_], hardware_diff: list[str] | None = None,
-             confidence: float = DEFAULT_CONFIDENCE) -> list[dict]:
+             confidence: float = iv_mod.DEFAULT_CONFIDENCE) -> list[dict]:
     """``hardware_diff``: hardware the sides differ in and that was not declared intended;
     absolute throughputs from different machines are not comparable."""
     rows = []

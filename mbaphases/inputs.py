@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jsonschema
 
+from mbaphases import pins
 from mbaphases.errors import UsageError
 
 _POSITIVE_INT = {"type": "integer", "minimum": 1}
@@ -94,10 +95,6 @@ ASV_CONF_SCHEMA = {
 }
 
 
-def _finite_check(checker, instance):
-    return not isinstance(instance, float) or math.isfinite(instance)
-
-
 def _finite_keyword(validator, value, instance, schema):
     if value and isinstance(instance, float) and not math.isfinite(instance):
         yield jsonschema.ValidationError(f"{instance!r} is not a finite number")
@@ -160,6 +157,17 @@ def load_pins(path: Path) -> dict:
         raise UsageError(f"pins file {path}: profile {doc['profile']!r} is not one of its profiles "
                          f"({', '.join(doc['profiles'])})")
     return normalize_sides(doc, f"pins file {path}")
+
+
+def load_active_pins(path: Path, profile: str | None = None) -> dict:
+    """The validated pins with the active profile resolved (mbaphases.pins.activate)."""
+    path = Path(path)
+    try:
+        doc = pins.activate(load_pins(path), profile)
+    except pins.UnknownProfile as e:
+        raise UsageError(str(e)) from None
+    doc["path"] = str(path.resolve())
+    return doc
 
 
 def normalize_sides(doc: dict, what: str) -> dict:

@@ -25,7 +25,7 @@ import pandas as pd
 from mbaphases import comparable, interval, tables
 from mbaphases.side import Side
 
-PHASES = ("physics", "step_core_minus_physics", "update_state", "reset_done", "env_step_rest", "replay", "bookkeeping")
+PHASES = tables.ATTRIBUTION  # the parts of the active time that add up per run
 STORY = ("physics", "update_state", "reset_done")  # the phases the demo story is about; the rest is "other"
 DEFAULT_MARGIN_SHARE = 0.10
 
@@ -43,7 +43,7 @@ def _ledger_parts(side: Side, case: str, other: Side) -> pd.DataFrame | None:
     return parts.assign(other=parts[rest].sum(axis=1, min_count=1))
 
 
-def ledger_table(reference: Side, candidates: list[Side], cases: list[str], confidence: float = 0.90,
+def ledger_table(reference: Side, candidates: list[Side], cases: list[str], confidence: float = interval.DEFAULT_CONFIDENCE,
                  min_share: float = tables.MIN_SHARE) -> tuple[pd.DataFrame, interval.FamilyMarks]:
     """Every candidate against the reference, case by case; the whole ledger is one family of
     changes (mbaphases.tables.mark_family)."""
@@ -60,7 +60,7 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
                 row[f"{k}_ms"] = a.get(f"{k}_ms")
             total = row["delta_sum_ms"]
             # what the three phases the demo story is about leave of the change (a phase not reported: 0)
-            row["other_ms"] = (None if total is None or total != total else
+            row["other_ms"] = (None if tables.missing(total) else
                                total - sum(row[f"{p}_ms"] or 0 for p in STORY))
             pr, pc = _ledger_parts(ref, case, cnd), _ledger_parts(cnd, case, ref)
             for key, part in LEDGER_PARTS.items():
@@ -94,7 +94,7 @@ def _groups(side: Side, parts: pd.DataFrame) -> list[np.ndarray]:
 
 
 def additivity_table(reference: Side, by_label: dict[str, Side], combines: dict[str, list[str]],
-                     ledger: pd.DataFrame, cases: list[str], confidence: float = 0.90,
+                     ledger: pd.DataFrame, cases: list[str], confidence: float = interval.DEFAULT_CONFIDENCE,
                      margin_share: float = DEFAULT_MARGIN_SHARE, margin_ms: float | None = None) -> pd.DataFrame:
     rows = []
     delta = ledger.set_index(["candidate", "case"])["delta_sum_ms"]
@@ -107,7 +107,7 @@ def additivity_table(reference: Side, by_label: dict[str, Side], combines: dict[
             measured = delta.get((combined, case))
             per_run = [tables.attribution_parts(s, case) for s in involved]
             row = {"combined": combined, "case": case, "parts": ", ".join(parts)}
-            if (measured is None or any(x is None or x != x for x in singles) or measured != measured
+            if (tables.missing(measured) or any(tables.missing(x) for x in singles)
                     or any(p is None for p in per_run)):
                 rows.append(row)
                 continue

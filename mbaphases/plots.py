@@ -36,9 +36,6 @@ def _save(fig, out: Path, name: str) -> list[Path]:
     return paths
 
 
-BATCH_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-
-
 def runs_figure(rep):
     """Each side's runs as dots coloured by batch, the median as a bar, one panel per case."""
     cases = rep.cases
@@ -237,8 +234,8 @@ def history_figure(ov):
                 row = t.loc[case] if case in t.index else {}
                 y, a, b = (_f(row.get(x)) if hasattr(row, "get") else float("nan") for x in (est, lo, hi))
                 ys.append(y)
-                low.append(y - a if a == a else 0.0)
-                high.append(b - y if b == b else 0.0)
+                low.append(0.0 if tables.missing(a) else y - a)
+                high.append(0.0 if tables.missing(b) else b - y)
             ax.errorbar(xs, ys, yerr=[low, high], marker="o", ms=4, capsize=2, lw=1, color=colour,
                         label=_short(case))
     axes[0].axhline(ov.reports[0].threshold, color="black", ls="--", lw=1, label=f"gate {ov.reports[0].threshold:.2f}")

@@ -15,7 +15,7 @@ import pandas as pd
 from mbaphases import comparable, profiles, tables
 from mbaphases import gate as gate_mod
 from mbaphases import ledger as ledger_mod
-from mbaphases.interval import BOOTSTRAP_RESAMPLES, FamilyMarks
+from mbaphases.interval import BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD, FamilyMarks
 from mbaphases.load import hardware_differences
 from mbaphases.side import Side
 
@@ -137,9 +137,9 @@ def package_differences(b: Side, c: Side) -> str | None:
     return f"installed packages: differ {'only ' if len(changed) <= 3 else ''}in {'; '.join(changed)}"
 
 
-def build(b: Side, c: Side, threshold: float = 0.90, min_runs: int = 3, exceptions=None,
+def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int = 3, exceptions=None,
           dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv",
-          cross_machine: bool = False, confidence: float = gate_mod.DEFAULT_CONFIDENCE,
+          cross_machine: bool = False, confidence: float = DEFAULT_CONFIDENCE,
           notes: list[str] | None = None, min_share: float = tables.MIN_SHARE) -> Report:
     # only the batches both sides ran in are compared (mbaphases.comparable)
     b, c, batch_notes = comparable.pair(b, c)
@@ -201,9 +201,9 @@ def _md(df: pd.DataFrame) -> str:
 
 
 def interval_text(r: dict) -> str:
-    if r.get("lower") is None or r["lower"] != r["lower"]:
+    if tables.missing(r.get("lower")):
         return "n/a"
-    how = f"k={int(r['k'])}" if r.get("k") is not None and r["k"] == r["k"] else f"{int(r.get('strata') or 1)} batches"
+    how = f"k={int(r['k'])}" if not tables.missing(r.get("k")) else f"{int(r.get('strata') or 1)} batches"
     return f"[{r['lower']:.3f}, {r['upper']:.3f}] ({how}, {r['coverage']:.1%})"
 
 
@@ -213,10 +213,10 @@ NOISE = NOISE_MARK  # marks a change whose interval contains 0: not distinguisha
 def change_text(x, lower, upper, clear, fmt="{:+.2f}", small=False) -> str:
     """'+0.36 [+0.12, +0.60]' for a mark of its family; with the noise mark otherwise, or the size
     mark for a selected change too small to count."""
-    if x is None or x != x:
+    if tables.missing(x):
         return "n/a"
     mark = "" if clear else f" {SMALL_MARK}" if small is True else f" {NOISE}"
-    if lower is None or lower != lower:
+    if tables.missing(lower):
         return f"{_num(x, fmt)}{mark}"
     return f"{_num(x, fmt)} [{_num(lower, fmt)}, {_num(upper, fmt)}]" + mark
 
@@ -248,9 +248,9 @@ def family_text(marks: FamilyMarks | None, min_share: float, what: str, confiden
 
 
 def share_text(x, lower, upper) -> str:
-    if x is None or x != x:
+    if tables.missing(x):
         return "n/a"
-    if lower is None or lower != lower:
+    if tables.missing(lower):
         return _num(x, "{:.0%}")
     return f"{_num(x, '{:.0%}')} [{_num(lower, '{:.0%}')}, {_num(upper, '{:.0%}')}]"
 
@@ -306,7 +306,7 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
         f"{rep.confidence:.0%} interval of the ratio": [interval_text(r) for r in g.to_dict("records")],
         "estimate (HL)": [_num(x, "{:.3f}") for x in g.estimate],
         "smallest detectable change": [_num(x, "{:.1%}") for x in g.smallest_detectable_change],
-        "runs needed": [_num(x, "{:.0f}") if x is not None and x == x else "" for x in g.runs_needed],
+        "runs needed": [_num(x, "{:.0f}") if not tables.missing(x) else "" for x in g.runs_needed],
         "p (rank test)": [_num(x, "{:.3f}") if x is not None else "—" for x in g.p_value],
         "without flagged runs": [robustness_text(r) for r in g.to_dict("records")],
         "note": g.note,

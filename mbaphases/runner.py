@@ -2,7 +2,6 @@
 serial, never overlapping another formal run on this machine."""
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import platform
@@ -18,57 +17,26 @@ from pathlib import Path
 
 import asv.util
 
-from mbaphases import comparable, hardware, inputs, load, targets
+from mbaphases import comparable, formal_lock, hardware, inputs, load, targets
 from mbaphases import gate as gate_mod
 from mbaphases.errors import UsageError
 
-LOCK_PATH = Path(os.environ.get("MBAPHASES_LOCK", "/tmp/mbaphases-formal-run.lock"))
-
-
-class LockBusy(Exception):
-    pass
+LockBusy = formal_lock.LockBusy
 
 
 @contextmanager
 def formal_run_lock(what: str, timeout_s: float = 7200.0, out=sys.stderr):
-    """Machine-wide: formal runs never overlap. A second one waits, naming the holder,
-    up to ``timeout_s`` (then LockBusy). Yields the seconds waited; the entry runs it
-    starts see MBAPHASES_LOCK_HOLDER and count this hold as theirs."""
-    LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(LOCK_PATH, "a+")
-    started, said = time.time(), False
-    while True:
+    """Machine-wide: formal runs never overlap (mbaphases.formal_lock). Yields the seconds
+    waited; the entry runs it starts see the holder in their environment and count this
+    hold as theirs."""
+    with formal_lock.acquire(what, timeout_s, out) as (waited, _, me):
+        os.environ[formal_lock.HOLDER_VAR] = me
+        os.environ[formal_lock.WAITED_VAR] = f"{waited:.1f}"
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "unknown"
-            if time.time() - started > timeout_s:
-                fh.close()
-                raise LockBusy(f"another formal run held {LOCK_PATH} for {timeout_s:.0f} s ({holder}); "
-                               "formal runs must not overlap") from None
-            if not said:
-                print(f"waiting for the formal-run lock {LOCK_PATH}, held by: {holder}", file=out, flush=True)
-                said = True
-            time.sleep(1.0)
-    fh.seek(0)
-    fh.truncate()
-    me = f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}: {what}"
-    fh.write(me + "\n")
-    fh.flush()
-    waited = time.time() - started
-    os.environ["MBAPHASES_LOCK_HOLDER"] = me
-    os.environ["MBAPHASES_LOCK_WAITED_S"] = f"{waited:.1f}"
-    try:
-        yield waited
-    finally:
-        os.environ.pop("MBAPHASES_LOCK_HOLDER", None)
-        os.environ.pop("MBAPHASES_LOCK_WAITED_S", None)
-        fh.seek(0)
-        fh.truncate()
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()
+            yield waited
+        finally:
+            os.environ.pop(formal_lock.HOLDER_VAR, None)
+            os.environ.pop(formal_lock.WAITED_VAR, None)
 
 
 def git(repo, *args, env: dict | None = None) -> str:

@@ -11,6 +11,7 @@ Definitions (also printed in the report):
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,11 @@ PHASES = ("env_step_ms", "physics_ms", "step_core_ms", "update_state_ms", "reset
 # the branch-level gap in active ms per vector step, split so the parts add up per run
 ATTRIBUTION = ("physics", "step_core_minus_physics", "update_state", "reset_done", "env_step_rest", "replay",
                "bookkeeping")
+
+
+def missing(x) -> bool:
+    """No value: None, or NaN (a figure a side did not report, or a table's empty cell)."""
+    return x is None or (isinstance(x, numbers.Real) and math.isnan(x))
 
 
 def case_order(baseline: Side, candidate: Side, pinned: list[str] | None = None) -> list[str]:
@@ -143,7 +149,7 @@ def _shares(b: Side, c: Side, pb: pd.DataFrame, pc: pd.DataFrame, confidence: fl
 MIN_SHARE = 0.01
 
 
-def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = 0.90) -> pd.DataFrame:
+def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = interval.DEFAULT_CONFIDENCE) -> pd.DataFrame:
     """Per case and part: the change of medians in ms, its distribution-free interval (Hodges-Lehmann
     of the per-run differences, stratified by batch: ``{k}_lower_ms``, ``{k}_upper_ms``, and
     ``{k}_excludes_0``), the p-value of no change for the family's marks (``{k}_p``, :func:`interval.change_p`), and
@@ -203,7 +209,7 @@ def mark_family(table: pd.DataFrame, keys: dict[str, str], confidence: float, mi
     return marks
 
 
-def attribution_table(b: Side, c: Side, cases: list[str], confidence: float = 0.90,
+def attribution_table(b: Side, c: Side, cases: list[str], confidence: float = interval.DEFAULT_CONFIDENCE,
                       min_share: float = MIN_SHARE) -> tuple[pd.DataFrame, interval.FamilyMarks]:
     """The attribution of one report, its changes marked as one family (every case and part)."""
     table = attribution_changes(b, c, cases, confidence)

@@ -253,14 +253,6 @@ def _timing(info) -> dict:
     return t if isinstance(t, dict) else {}
 
 
-def _as_numpy(x):
-    import numpy as np
-
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
-
-
 def _as_tensor(x):
     import numpy as np
     import torch

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mbaphases.demo_repo import generate  # noqa: E402
-from mbaphases.pins import load as load_pins  # noqa: E402
+from mbaphases.inputs import load_active_pins  # noqa: E402
 from mbaphases.runner import load_asv_conf  # noqa: E402
 
 
@@ -31,7 +31,7 @@ def main():
     p.add_argument("--pairs", type=int, default=5)
     p.add_argument("--profile", default="demo")
     a = p.parse_args()
-    prof = load_pins(ROOT / "pins.toml", a.profile)["active_profile"]
+    prof = load_active_pins(ROOT / "pins.toml", a.profile)["active_profile"]
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp)
         shutil.copytree(ROOT / "benchmarks", suite / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import entry_docs as E
 import pytest
 
-from mbaphases import cli, report, runner
+from mbaphases import cli, report
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = "sac/g1_walk_flat/mujoco"
@@ -265,7 +265,7 @@ def test_demo_repo_never_replaces_what_it_did_not_make(tmp_path, monkeypatch, ca
 def test_run_and_publish_bad_input(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     # a lock of its own: a formal run elsewhere on the machine must not hold this test
-    monkeypatch.setattr(runner, "LOCK_PATH", tmp_path / "formal.lock")
+    monkeypatch.setenv("MBAPHASES_LOCK", str(tmp_path / "formal.lock"))
     write(tmp_path / "pins.toml", PINS)
     write(tmp_path / "norepo.json", '{"version": 1, "project": "x"}')
     expect_usage_error(capsys, ["publish", "--config", "missing.json"], "asv config missing.json not found")

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from benchmarks import _target
-from mbaphases import hardware, load, runner
-from mbaphases import pins as pins_mod
+from mbaphases import hardware, inputs, load, runner
 from mbaphases.errors import UsageError
 
 
@@ -133,9 +132,9 @@ def test_appending_to_a_machine_of_other_hardware_is_refused(tmp_path):
 @pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).resolve().parents[1]).glob("pins*.toml")))
 def test_every_shipped_pins_file_passes_the_pins_schema_with_each_profile(name):
     path = Path(__file__).resolve().parents[1] / name
-    first = pins_mod.load(path)
+    first = inputs.load_active_pins(path)
     for profile in first["profiles"]:
-        pins = pins_mod.load(path, profile)
+        pins = inputs.load_active_pins(path, profile)
         assert pins["active_profile"]["name"] == profile and pins["cases"]
     labels = [first["baseline"]["label"], *(c["label"] for c in first["candidates"])]
     assert len(set(labels)) == len(labels)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mbaphases import cli, interval, ledger, load, report, tables
+from mbaphases import cli, find, interval, ledger, load, report, tables
 
 CASE = "sac/g1_walk_flat/mujoco"
 
@@ -352,3 +352,12 @@ def test_change_p_over_batches_is_the_two_way_least_squares_t_and_ignores_batch_
     expected = 2 * stats.t.sf(abs(shift) / se, df)
     assert interval.change_p(blocks) == pytest.approx(expected)
     assert interval.change_p([(b1, c1), (b2 + 7.0, c2 + 7.0)]) == pytest.approx(expected)
+
+
+def test_the_error_split_over_planned_looks_is_bonferroni():
+    """until-decisive and find split one error the same way: every look at 1 - (1 - c) / looks."""
+    assert interval.split_confidence(0.90, 1) == pytest.approx(0.90)
+    assert interval.split_confidence(0.90, 12) == pytest.approx(1 - 0.10 / 12)
+    # find over 3 commits: ceil(log2 3) = 2 steps, the total and the answer: 4 decisions x 3 looks
+    assert find.decision_confidence(0.90, 3, 3) == pytest.approx(1 - 0.10 / 12)
+    assert find.decision_confidence(0.90, 1, 2) == pytest.approx(1 - 0.10 / 4)
