@@ -28,6 +28,16 @@ def _stat(result, *path):
     return float(node["mean_ms"]) / 1000.0
 
 
+def _phase(*path):
+    """The benchmark of one phase: its mean over the run's vector steps, in seconds. asv names it
+    by the class attribute it is bound to."""
+    def entry(self, run, case):
+        return self._sample(run, case, lambda r: _stat(r, *path))
+
+    entry.unit = "seconds"
+    return entry
+
+
 class CollectorActive:
     params = PINS["cases"]
     param_names = ["case"]
@@ -58,40 +68,14 @@ class CollectorActive:
 
     entry_active_time.unit = "seconds"
 
-    def entry_env_step(self, run, case):
-        return self._sample(run, case, lambda r: _stat(r, "phase_ms_per_vector_step", "env_step_ms"))
-
-    entry_env_step.unit = "seconds"
-
-    def entry_physics(self, run, case):
-        return self._sample(run, case, lambda r: _stat(r, "physics_ms_per_vector_step"))
-
-    entry_physics.unit = "seconds"
-
-    def entry_step_core(self, run, case):
-        return self._sample(run, case, lambda r: _stat(r, "env_step_timing_ms_per_vector_step", "step_core_ms"))
-
-    entry_step_core.unit = "seconds"
-
-    def entry_update_state(self, run, case):
-        return self._sample(run, case, lambda r: _stat(r, "env_step_timing_ms_per_vector_step", "update_state_ms"))
-
-    entry_update_state.unit = "seconds"
-
-    def entry_reset_done(self, run, case):
-        return self._sample(run, case, lambda r: _stat(r, "env_step_timing_ms_per_vector_step", "reset_done_ms"))
-
-    entry_reset_done.unit = "seconds"
-
-    def entry_replay(self, run, case):
-        return self._sample(run, case, lambda r: _stat(r, "phase_ms_per_vector_step", "replay_ms"))
-
-    entry_replay.unit = "seconds"
-
-    def entry_bookkeeping(self, run, case):
-        return self._sample(run, case, lambda r: _stat(r, "phase_ms_per_vector_step", "bookkeeping_ms"))
-
-    entry_bookkeeping.unit = "seconds"
+    # a phase: the run's mean time per vector step (seconds), under the entry's keys
+    entry_env_step = _phase("phase_ms_per_vector_step", "env_step_ms")
+    entry_physics = _phase("physics_ms_per_vector_step")
+    entry_step_core = _phase("env_step_timing_ms_per_vector_step", "step_core_ms")
+    entry_update_state = _phase("env_step_timing_ms_per_vector_step", "update_state_ms")
+    entry_reset_done = _phase("env_step_timing_ms_per_vector_step", "reset_done_ms")
+    entry_replay = _phase("phase_ms_per_vector_step", "replay_ms")
+    entry_bookkeeping = _phase("phase_ms_per_vector_step", "bookkeeping_ms")
 
     def entry_resets_per_step(self, run, case):
         # a count, not a time: the entry stores it in a TimingStats under *_ms keys

@@ -9,10 +9,11 @@ import traceback
 from pathlib import Path
 
 from mbaphases import find as find_mod
-from mbaphases import inputs, interval, published, runner
+from mbaphases import inputs, published, runner
 from mbaphases.commands import bundle_command, report_command
 from mbaphases.demo_repo import generate, generate_field
 from mbaphases.errors import UsageError
+from mbaphases.stats import rules
 
 
 class _Parser(argparse.ArgumentParser):
@@ -160,7 +161,7 @@ def _find(args) -> int:
         raise UsageError(f"--budget-min {args.budget_min} must be > 0")
     confidence = args.confidence
     if confidence is None:
-        confidence = float(pins.get("gate", {}).get("confidence", interval.DEFAULT_CONFIDENCE))
+        confidence = float(pins.get("gate", {}).get("confidence", rules.DEFAULT_CONFIDENCE))
     if not 0.5 <= confidence < 1:
         raise UsageError(f"--confidence {confidence} must be in [0.5, 1)")
     conf = _target_conf(args, pins)
@@ -207,12 +208,12 @@ def _run(args) -> int:
             if not (args.budget_min > 0):
                 raise UsageError(f"--budget-min {args.budget_min} must be > 0")
             g = pins.get("gate", {})
-            confidence = float(g.get("confidence", interval.DEFAULT_CONFIDENCE))
+            confidence = float(g.get("confidence", rules.DEFAULT_CONFIDENCE))
             looks = args.max_runs - runs + 1
             # repeated looks inflate the error: split it evenly over the planned looks (Bonferroni)
             until = {"max_runs": args.max_runs, "budget_s": 60 * args.budget_min, "planned_looks": looks,
-                     "confidence": interval.split_confidence(confidence, looks), "nominal_confidence": confidence,
-                     "threshold": float(g.get("threshold", interval.DEFAULT_THRESHOLD))}
+                     "confidence": rules.split_confidence(confidence, looks), "nominal_confidence": confidence,
+                     "threshold": float(g.get("threshold", rules.DEFAULT_THRESHOLD))}
         only = [x.strip() for x in args.sides.split(",") if x.strip()] if args.sides else None
         try:
             with runner.formal_run_lock(f"mbaphases run {conf}", 60 * args.lock_timeout_min):

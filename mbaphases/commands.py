@@ -9,14 +9,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mbaphases import analysis, inputs, load, outputs, tables
 from mbaphases import bundle as bundle_mod
-from mbaphases import comparable, inputs, interval, load, report
 from mbaphases import gate as gate_mod
 from mbaphases.errors import UsageError
 from mbaphases.page import link_from_asv, write_hardware_page, write_overview_page, write_page
 from mbaphases.runner import default_machine, load_asv_conf
 from mbaphases.side import Side
 from mbaphases.staging import Stage
+from mbaphases.stats import rules
 
 EXIT_PASS, EXIT_NOT_PASSED = 0, 1
 DEFAULT_PINS = "pins.toml"
@@ -184,70 +185,88 @@ class Made:
     history: list[str] | None
 
 
-def _report(args) -> tuple[int, Made]:
-    pins, pins_path = _pins(args.pins)
+def _settings(args, pins: dict, pins_path: Path | None) -> tuple[analysis.Settings, Path | None]:
+    """The report's settings from the command line over the pins, checked (and the exceptions file)."""
     g = pins.get("gate", {})
-    threshold = args.threshold if args.threshold is not None else float(g.get("threshold", interval.DEFAULT_THRESHOLD))
-    min_runs = args.min_runs if args.min_runs is not None else int(g.get("min_runs", 3))
-    confidence = args.confidence if args.confidence is not None else float(g.get("confidence", interval.DEFAULT_CONFIDENCE))
-    _check_number(threshold, "--threshold", 0, inclusive=False)
-    if not (math.isfinite(confidence) and 0 < confidence < 1):
-        raise UsageError(f"--confidence {confidence} must be between 0 and 1 (e.g. 0.90)")
-    _check_number(args.dispersion_limit, "--dispersion-limit", 0, inclusive=True)
-    if min_runs < 1:
-        raise UsageError(f"--min-runs {min_runs} must be >= 1")
-    out = inputs.writable_dir(Path(args.out), "--out")
-    html_dir = inputs.writable_dir(Path(args.html), "--html") if args.html else None
-    if html_dir is not None and html_dir.resolve() == out.resolve():
-        raise UsageError(f"--out and --html are the same directory {out}; give the page its own")
+    s = analysis.Settings(
+        threshold=args.threshold if args.threshold is not None else float(g.get("threshold", rules.DEFAULT_THRESHOLD)),
+        min_runs=args.min_runs if args.min_runs is not None else int(g.get("min_runs", 3)),
+        confidence=args.confidence if args.confidence is not None else float(g.get("confidence", rules.DEFAULT_CONFIDENCE)),
+        dispersion_limit=args.dispersion_limit, cross_machine=args.cross_machine,
+        pinned_cases=pins.get("cases") if not args.baseline_raw else None,
+        min_share=pins.get("marks", {}).get("min_share", tables.MIN_SHARE),
+        margin_share=pins.get("ledger", {}).get("additivity_margin"),
+        margin_ms=pins.get("ledger", {}).get("additivity_margin_ms"))
+    _check_number(s.threshold, "--threshold", 0, inclusive=False)
+    if not (math.isfinite(s.confidence) and 0 < s.confidence < 1):
+        raise UsageError(f"--confidence {s.confidence} must be between 0 and 1 (e.g. 0.90)")
+    _check_number(s.dispersion_limit, "--dispersion-limit", 0, inclusive=True)
+    if s.min_runs < 1:
+        raise UsageError(f"--min-runs {s.min_runs} must be >= 1")
     if args.exceptions:
         exc_path = Path(args.exceptions)
     elif g.get("exceptions"):
         exc_path = pins_path.parent / g["exceptions"]
     else:
         exc_path = None
+    return s, exc_path
+
+
+def _several(args, pins: dict, s: analysis.Settings, cands: list[Side]) -> None:
+    """With several candidates: the ledger's reference, the merges and the first-parent order."""
+    if len(cands) < 2:
+        return
+    s.reference = args.reference or pins.get("reference") or cands[0].label
+    if s.reference not in [c.label for c in cands]:
+        raise UsageError(f"--reference {s.reference!r} is not a candidate; valid: {', '.join(c.label for c in cands)}")
+    s.combines = {c["label"]: c["combines"] for c in pins.get("candidates", []) if c.get("combines")}
+    s.history = history_order(args, pins, cands)
+
+
+def _report(args) -> tuple[int, Made]:
+    pins, pins_path = _pins(args.pins)
+    settings, exc_path = _settings(args, pins, pins_path)
+    out = inputs.writable_dir(Path(args.out), "--out")
+    html_dir = inputs.writable_dir(Path(args.html), "--html") if args.html else None
+    if html_dir is not None and html_dir.resolve() == out.resolve():
+        raise UsageError(f"--out and --html are the same directory {out}; give the page its own")
     loaded = load_sides(args, pins)
     if getattr(args, "batch", None):
         restrict_to_batches(loaded, args.batch)
-    b, cands, kind, records = loaded.baseline, loaded.candidates, loaded.kind, loaded.records
-    confidence, stop_notes = _stopping(records, [b, *cands], confidence)
-    pinned_cases = pins.get("cases") if not args.baseline_raw else None
-    cases = report.tables.case_order(b, cands[0], pinned_cases)
+    b, cands = loaded.baseline, loaded.candidates
+    settings.confidence, settings.notes = _stopping(loaded.records, [b, *cands], settings.confidence)
+    settings.input_kind = loaded.kind
+    cases = tables.case_order(b, cands[0], settings.pinned_cases)
     for c in cands[1:]:
-        cases += [x for x in report.tables.case_order(b, c, pinned_cases) if x not in cases]
-    exceptions = gate_mod.load_exceptions(exc_path, cases)
-    reference = None
-    if len(cands) > 1:
-        reference = args.reference or pins.get("reference") or cands[0].label
-        if reference not in [c.label for c in cands]:
-            raise UsageError(f"--reference {reference!r} is not a candidate; valid: {', '.join(c.label for c in cands)}")
-        combines = {c["label"]: c["combines"] for c in pins.get("candidates", []) if c.get("combines")}
-        history = history_order(args, pins, cands)
-    led = pins.get("ledger", {})
-    min_share = pins.get("marks", {}).get("min_share", report.tables.MIN_SHARE)
-    # never pooled across hardware: one complete comparison per hardware the sides share
-    units = comparable.by_hardware(b, cands, min_runs)
-    built = []
-    for unit in units:
-        reps = [report.build(unit.baseline, c, threshold, min_runs, exceptions, args.dispersion_limit, pinned_cases,
-                             kind, cross_machine=args.cross_machine, confidence=confidence,
-                             notes=stop_notes + unit.notes, min_share=min_share) for c in unit.candidates]
-        overview = None
-        if len(reps) > 1:
-            overview = report.build_overview(reps, reference, combines, history, unit.candidates,
-                                             led.get("additivity_margin"), led.get("additivity_margin_ms"),
-                                             min_share)
-        built.append((unit, reps, overview))
+        cases += [x for x in tables.case_order(b, c, settings.pinned_cases) if x not in cases]
+    settings.exceptions = gate_mod.load_exceptions(exc_path, cases)
+    _several(args, pins, settings, cands)
+    built = analysis.build_per_hardware(b, cands, settings)
+    _write_all(built, out, html_dir, cands)
+    overview = built[0][2]
+    made = Made(loaded, pins_path, exc_path, settings.reference, overview.history if overview is not None else None)
+    page = None
+    if html_dir is not None:
+        page = html_dir / "index.html"
+        link_from_asv(html_dir.parent, html_dir)
+    verdict = analysis.overall_verdict([r.verdict for _, reps, _ in built for r in reps])
+    if not args.quiet:
+        outputs.print_all(built, out, page, sys.stdout)
+    return (EXIT_PASS if verdict == "PASS" else EXIT_NOT_PASSED), made
+
+
+def _write_all(built: list[tuple], out: Path, html_dir: Path | None, cands: list[Side]) -> None:
+    """Every comparison's files (and pages), staged: all of them appear, or none."""
     stages = [Stage(out)]
     try:
         if html_dir is not None:
-            stages.append(Stage(html_dir, fresh_subdirs=("raw",) + tuple(report.slug(c.label) for c in cands)
-                                + tuple(u.folder for u in units if u.folder)))
+            stages.append(Stage(html_dir, fresh_subdirs=("raw",) + tuple(outputs.slug(c.label) for c in cands)
+                                + tuple(u.folder for u, _, _ in built if u.folder)))
         for unit, reps, overview in built:
             sub = unit.folder if len(built) > 1 else ""
             _write_outputs(reps, overview, stages[0].dir / sub, stages[1].dir / sub if html_dir is not None else None)
         if len(built) > 1:
-            report.write_hardware_index(built, stages[0].dir)
+            outputs.write_hardware_index(built, stages[0].dir)
             if html_dir is not None:
                 write_hardware_page(built, stages[1].dir)
     except BaseException:
@@ -256,55 +275,23 @@ def _report(args) -> tuple[int, Made]:
         raise
     for s in stages:
         s.publish()
-    overview = built[0][2]
-    made = Made(loaded, pins_path, exc_path, reference, overview.history if overview is not None else None)
-    page = None
-    if html_dir is not None:
-        page = html_dir / "index.html"
-        link_from_asv(html_dir.parent, html_dir)
-    verdict = report.overall_verdict([r.verdict for _, reps, _ in built for r in reps])
-    status = EXIT_PASS if verdict == "PASS" else EXIT_NOT_PASSED
-    if not args.quiet:
-        try:
-            for unit, reps, overview in built:
-                if len(built) > 1:
-                    print(f"\n################ hardware {unit.label} ({unit.folder})")
-                for rep in reps:
-                    if len(reps) > 1:
-                        print(f"\n######## {rep.candidate.label} vs {rep.baseline.label}")
-                    report.print_tables(rep, sys.stdout)
-                if overview is not None:
-                    report.print_overview(overview, sys.stdout)
-            if len(built) > 1:
-                print("\n######## VERDICT PER HARDWARE (never pooled): "
-                      + "; ".join(f"{u.label}: {report.overall_verdict([r.verdict for r in reps])}"
-                                  for u, reps, _ in built))
-            print(f"\nreport: {out / 'report.md'}\nsummary: {out / 'summary.json'}")
-            if page:
-                print(f"page: {page}")
-            sys.stdout.flush()
-        except BrokenPipeError:
-            # the reader stopped early (| head): the verdict stands, the rest is not printed
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-    return status, made
 
 
 def _write_outputs(reps, overview, out: Path, html_dir: Path | None) -> None:
     """One comparison's report (and page): one candidate, or the overview with a folder each."""
     if overview is None:
-        report.write(reps[0], out)
+        outputs.write(reps[0], out)
     else:
-        report.write_overview(overview, out)
+        outputs.write_overview(overview, out)
         for rep in reps:
-            report.write(rep, out / report.slug(rep.candidate.label))
+            outputs.write(rep, out / outputs.slug(rep.candidate.label))
     if html_dir is not None:
         if overview is None:
             write_page(reps[0], html_dir)
         else:
-            write_overview_page(overview, html_dir, {r.candidate.label: report.slug(r.candidate.label) for r in reps})
+            write_overview_page(overview, html_dir, {r.candidate.label: outputs.slug(r.candidate.label) for r in reps})
             for rep in reps:
-                write_page(rep, html_dir / report.slug(rep.candidate.label))
+                write_page(rep, html_dir / outputs.slug(rep.candidate.label))
 
 
 def restrict_to_batches(loaded: Loaded, spec: str) -> None:

@@ -7,7 +7,7 @@
   none has, it compares what it has and the gate says MISALIGNED, naming them.
 * Batches: within one hardware, a batch (one `mbaphases run`; plain asv runs:
   one day) is a block. Sides are compared inside the batches where both ran
-  (the gate combines them as strata, mbaphases.interval), so drift between
+  (the gate combines them as strata, mbaphases.stats), so drift between
   batches neither widens nor biases the comparison; a batch in which only one
   side ran is left out, and the report says so.
 """

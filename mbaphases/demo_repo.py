@@ -67,11 +67,14 @@ IDENTITY = {
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
 }
 
-PYPROJECT = """\
+# both pyprojects build with setuptools; their bytes make the demo SHAs, so they only ever grow
+BUILD_SYSTEM = """\
 [build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"
 
+"""
+PYPROJECT = BUILD_SYSTEM + """\
 [project]
 name = "reflab-demo"
 version = "0.1.0"
@@ -239,11 +242,7 @@ FIELD_HISTORY = (
 FIELD_ENTRY_PATHS = {"old": "benchmark/rl/benchmark_offpolicy_collector_active.py",
                      "package": "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"}
 
-FIELD_PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
+FIELD_PYPROJECT = BUILD_SYSTEM + """\
 [project]
 name = "reflab-field"
 version = "{version}"

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mbaphases import comparable, interval, load, runner, tables
+from mbaphases import comparable, load, runner, tables
 from mbaphases.errors import UsageError
 from mbaphases.side import Side
+from mbaphases.stats import intervals, rules
 
 PARTS = (*tables.ATTRIBUTION, "active")
 METRICS = ("throughput",)
@@ -135,7 +136,7 @@ def change(b: Side, c: Side, case: str, what: str, confidence: float) -> Change 
     blocks = [(x, y) for x, y in blocks if len(x) and len(y)]
     if not blocks:
         return None
-    iv = interval.difference_interval(np.array([]), np.array([]), confidence, blocks=blocks)
+    iv = intervals.difference_interval(np.array([]), np.array([]), confidence, blocks=blocks)
     return Change(iv.estimate, iv.lower, iv.upper, (sum(len(x) for x, _ in blocks), sum(len(y) for _, y in blocks)))
 
 
@@ -189,7 +190,7 @@ def decision_confidence(confidence: float, commits: int, max_batches: int) -> fl
     """The error split evenly over every decision the search plans: the total change, the
     bisection steps, the last commit's own change, each looked at up to ``max_batches`` times."""
     steps = math.ceil(math.log2(commits)) if commits > 1 else 0
-    return interval.split_confidence(confidence, (steps + 2) * max_batches)
+    return rules.split_confidence(confidence, (steps + 2) * max_batches)
 
 
 def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: str, *, runs: int, max_batches: int,
@@ -320,7 +321,7 @@ def _runs_needed(c: Change | None) -> int | None:
     if c is None or c.lower is None:
         return None
     half = (c.upper - c.lower) / 2
-    return interval.runs_to_decide(half, abs(c.estimate), min(c.runs))
+    return intervals.runs_to_decide(half, abs(c.estimate), min(c.runs))
 
 
 def record(search: Search, path: Path, started: float) -> None:

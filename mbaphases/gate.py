@@ -2,7 +2,7 @@
 
 Per case, from the per-run throughputs, on the distribution-free confidence
 interval of the ratio candidate / baseline at the stated confidence (default
-90%; see mbaphases.interval):
+90%; see mbaphases.stats.intervals):
 Runs are compared only on one hardware and, where batches are recorded, inside
 the batches both sides ran in, combined as strata (van Elteren's stratified
 rank statistic and its Hodges-Lehmann interval; mbaphases.comparable).
@@ -27,17 +27,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-from scipy.stats import mannwhitneyu
-
 from mbaphases import comparable, inputs
-from mbaphases import interval as iv_mod
 from mbaphases.errors import UsageError
 from mbaphases.side import Side
+from mbaphases.stats import intervals, rules
 from mbaphases.tables import per_run, per_run_map
 
 STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "MISSING", "MISALIGNED", "EXCEPTED")
-RANK_TEST_MIN_RUNS = 5
 
 
 @dataclass
@@ -74,14 +70,6 @@ def load_exceptions(path: Path | None, known_cases: list[str]) -> dict[str, Exce
     return out
 
 
-def rank_test_p(b: np.ndarray, c: np.ndarray, threshold: float) -> float | None:
-    """One-sided Mann-Whitney: P(candidate >= threshold x baseline) is not lower."""
-    if min(len(b), len(c)) < RANK_TEST_MIN_RUNS:
-        return None
-
-    return float(mannwhitneyu(c, threshold * b, alternative="less").pvalue)
-
-
 def misaligned(b: Side, c: Side, case: str) -> list[str]:
     ab, ac = b.alignment.get(case), c.alignment.get(case)
     if ab is None or ac is None:
@@ -99,7 +87,7 @@ def misaligned(b: Side, c: Side, case: str) -> list[str]:
 
 def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int,
              exceptions: dict[str, Exception_], hardware_diff: list[str] | None = None,
-             confidence: float = iv_mod.DEFAULT_CONFIDENCE) -> list[dict]:
+             confidence: float = rules.DEFAULT_CONFIDENCE) -> list[dict]:
     """``hardware_diff``: hardware the sides differ in and that was not declared intended;
     absolute throughputs from different machines are not comparable."""
     rows = []
@@ -120,15 +108,15 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
             rows.append(row)
             continue
         blocks = comparable.blocks(b, c, per_run_map(b, "throughput", case), per_run_map(c, "throughput", case))
-        iv = iv_mod.ratio_interval(xb, xc, confidence, blocks)
+        iv = intervals.ratio_interval(xb, xc, confidence, blocks)
         row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, k=iv.k, coverage=iv.coverage,
                    smallest_detectable_change=iv.half_width, strata=iv.strata, method=iv.method)
         if len(blocks) > 1:
             row["note"] = f"stratified over {len(blocks)} batches (van Elteren, {iv.method})"
-            row["p_value"] = (iv_mod.stratified_p_less(blocks, threshold)
-                              if min(len(xb), len(xc)) >= RANK_TEST_MIN_RUNS else None)
+            row["p_value"] = (intervals.stratified_p_less(blocks, threshold)
+                              if min(len(xb), len(xc)) >= rules.RANK_TEST_MIN_RUNS else None)
         else:
-            row["p_value"] = rank_test_p(xb, xc, threshold)
+            row["p_value"] = rules.rank_test_p(xb, xc, threshold)
         diff = misaligned(b, c, case)
         if diff or hardware_diff:
             row["gate"] = "MISALIGNED"
@@ -137,18 +125,18 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
                 + ([f"measured on different hardware: {', '.join(hardware_diff)}"] if hardware_diff else []))
             rows.append(row)
             continue
-        status = iv_mod.status(iv, threshold)
+        status = intervals.status(iv, threshold)
         if iv.lower is None:
             row["note"] = f"{len(xb)} vs {len(xc)} runs cannot give a {confidence:.0%} interval"
         if status == "INCONCLUSIVE":
-            row["runs_needed"] = iv_mod.runs_needed(iv, threshold, confidence)
+            row["runs_needed"] = intervals.runs_needed(iv, threshold, confidence)
         exc = exceptions.get(case)
         if exc is not None:
             row["decision"] = exc.decision
             if exc.threshold is None:
                 status, row["note"] = "EXCEPTED", f"excepted: {exc.decision}"
             else:
-                own = iv_mod.status(iv, exc.threshold)
+                own = intervals.status(iv, exc.threshold)
                 row["threshold"] = exc.threshold
                 if own == "PASS":
                     status, row["note"] = "EXCEPTED", f"excepted at {exc.threshold:.2f}: {exc.decision}"

@@ -22,8 +22,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mbaphases import comparable, interval, tables
+from mbaphases import comparable, tables
 from mbaphases.side import Side
+from mbaphases.stats import intervals, rules
 
 PHASES = tables.ATTRIBUTION  # the parts of the active time that add up per run
 STORY = ("physics", "update_state", "reset_done")  # the phases the demo story is about; the rest is "other"
@@ -43,8 +44,8 @@ def _ledger_parts(side: Side, case: str, other: Side) -> pd.DataFrame | None:
     return parts.assign(other=parts[rest].sum(axis=1, min_count=1))
 
 
-def ledger_table(reference: Side, candidates: list[Side], cases: list[str], confidence: float = interval.DEFAULT_CONFIDENCE,
-                 min_share: float = tables.MIN_SHARE) -> tuple[pd.DataFrame, interval.FamilyMarks]:
+def ledger_table(reference: Side, candidates: list[Side], cases: list[str], confidence: float = rules.DEFAULT_CONFIDENCE,
+                 min_share: float = tables.MIN_SHARE) -> tuple[pd.DataFrame, intervals.FamilyMarks]:
     """Every candidate against the reference, case by case; the whole ledger is one family of
     changes (mbaphases.tables.mark_family)."""
     rows = []
@@ -67,10 +68,10 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
                 if pr is None or pc is None or pr[part].isna().all() or pc[part].isna().all():
                     continue
                 blocks = tables.part_blocks(ref, cnd, pr, pc, part)
-                iv = interval.difference_interval(pr[part].dropna(), pc[part].dropna(), confidence, blocks)
+                iv = intervals.difference_interval(pr[part].dropna(), pc[part].dropna(), confidence, blocks)
                 row[f"{key}_lower_ms"], row[f"{key}_upper_ms"] = iv.lower, iv.upper
                 row[f"{key}_excludes_0"] = None if iv.lower is None else not iv.contains(0.0)
-                row[f"{key}_p"] = interval.change_p(blocks)
+                row[f"{key}_p"] = intervals.change_p(blocks)
             row["notes"] = "; ".join(notes)
             rows.append(row)
     table = pd.DataFrame(rows)
@@ -94,7 +95,7 @@ def _groups(side: Side, parts: pd.DataFrame) -> list[np.ndarray]:
 
 
 def additivity_table(reference: Side, by_label: dict[str, Side], combines: dict[str, list[str]],
-                     ledger: pd.DataFrame, cases: list[str], confidence: float = interval.DEFAULT_CONFIDENCE,
+                     ledger: pd.DataFrame, cases: list[str], confidence: float = rules.DEFAULT_CONFIDENCE,
                      margin_share: float = DEFAULT_MARGIN_SHARE, margin_ms: float | None = None) -> pd.DataFrame:
     rows = []
     delta = ledger.set_index(["candidate", "case"])["delta_sum_ms"]
@@ -117,29 +118,14 @@ def additivity_table(reference: Side, by_label: dict[str, Side], combines: dict[
                 ref, comb, *single = (_sum_of_medians(d) for d in drawn)
                 return comb - sum(single) + k * ref - ref
 
-            point, lo, hi = interval.bootstrap([_groups(s, p) for s, p in zip(involved, per_run)], interaction,
+            point, lo, hi = intervals.bootstrap([_groups(s, p) for s, p in zip(involved, per_run)], interaction,
                                                confidence)
             margin = float(margin_ms) if margin_ms is not None else margin_share * abs(float(measured))
             runs = min(len(p) for p in per_run)
-            verdict, need = decide_equivalence(point, lo, hi, margin, runs)
+            verdict, need = rules.decide_equivalence(point, lo, hi, margin, runs)
             rows.append({**row, "sum_of_parts_ms": float(sum(singles)), "measured_ms": float(measured),
                          "interaction_ms": point, "interaction_lower_ms": lo, "interaction_upper_ms": hi,
                          "margin_ms": margin, "additivity": verdict,
                          "adds_up": {"adds up": True, "does not add up": False}.get(verdict),
                          "runs_needed": need, "method": "stratified percentile bootstrap over runs"})
     return pd.DataFrame(rows)
-
-
-def decide_equivalence(point: float, lower: float | None, upper: float | None, margin: float,
-                       runs: int) -> tuple[str, int | None]:
-    """An equivalence test with three answers on the interval of the interaction."""
-    if lower is None:
-        return "undetermined", None
-    if -margin <= lower and upper <= margin:
-        return "adds up", None
-    if lower > margin or upper < -margin:
-        return "does not add up", None
-    half = (upper - lower) / 2
-    # the nearer decision: inside the margin (adds up) or beyond it (does not)
-    distance = abs(margin - abs(point))
-    return "undetermined", interval.runs_to_decide(half, distance, runs)

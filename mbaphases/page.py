@@ -13,8 +13,8 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from mbaphases import analysis, outputs, plots, views
 from mbaphases import gate as gate_mod
-from mbaphases import plots, report
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
@@ -64,14 +64,14 @@ def _img(path: Path, alt: str) -> str:
 def _table(df, gate_col: str | None = None) -> str:
     out = df.to_html(index=False, escape=True, border=0, na_rep="n/a")
     # a change not distinguishable from run-to-run noise is greyed
-    out = re.sub(r"<td>([^<]*" + re.escape(report.NOISE_MARK) + r"[^<]*)</td>", r'<td class="noise">\1</td>', out)
+    out = re.sub(r"<td>([^<]*" + re.escape(views.NOISE_MARK) + r"[^<]*)</td>", r'<td class="noise">\1</td>', out)
     if gate_col:
         for status in gate_mod.STATUSES:
             out = out.replace(f"<td>{status}</td>", f'<td class="g-{status}">{status}</td>')
     return out
 
 
-def _copy_raw(rep: report.Report, out: Path) -> list[tuple[str, list[str]]]:
+def _copy_raw(rep: analysis.Report, out: Path) -> list[tuple[str, list[str]]]:
     """Copy each side's raw run files next to the page; return links per side."""
     links = []
     for name, side in (("baseline", rep.baseline), ("candidate", rep.candidate)):
@@ -96,24 +96,24 @@ def _copy_raw(rep: report.Report, out: Path) -> list[tuple[str, list[str]]]:
 def _render(template: str, **context) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    return env.get_template(template).render(css=CSS, check_js=Markup(CHECK_JS), noise=report.NOISE_MARK, **context)
+    return env.get_template(template).render(css=CSS, check_js=Markup(CHECK_JS), noise=views.NOISE_MARK, **context)
 
 
 def _svg_src(svg: str) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
 
 
-def write_page(rep: report.Report, out: Path) -> Path:
+def write_page(rep: analysis.Report, out: Path) -> Path:
     """The page, its plots, raw runs and report files in ``out`` (a staging directory:
     the caller moves it into place and links it from asv's page)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     pics = plots.draw_all(rep, out / "plots")
-    views = report.view_tables(rep)
+    shown = views.view_tables(rep)
     b, c = rep.baseline, rep.candidate
-    tables = {name: Markup(_table(views[name], gate_col="gate" if name == "gate" else None))
-              for name in ("gate", "throughput", "phases", "attribution", "dispersion", "functions") if len(views[name])}
-    tables["environment"] = Markup(_table(views["environment"]).replace("<td>≠</td>", '<td class="diff">≠</td>'))
+    tables = {name: Markup(_table(shown[name], gate_col="gate" if name == "gate" else None))
+              for name in ("gate", "throughput", "phases", "attribution", "dispersion", "functions") if len(shown[name])}
+    tables["environment"] = Markup(_table(shown["environment"]).replace("<td>≠</td>", '<td class="diff">≠</td>'))
     images = {"ratio": _img(pics["ratio"][0], "candidate/baseline ratio per case with the gate threshold"),
               "runs": _img(pics["runs"][0], "throughput of every run per case and side"),
               "phases": _img(pics["phases"][0], "stacked phases per case and side"),
@@ -122,21 +122,21 @@ def write_page(rep: report.Report, out: Path) -> Path:
     page.write_text(_render(
         "page.html.j2", rep=rep, b=b, c=c, tables=tables, images={k: Markup(v) for k, v in images.items()},
         counts=", ".join(f"{n} {s}" for s, n in rep.gate.gate.value_counts().items()),
-        functions=len(rep.functions) > 0, functions_text=report.FUNCTIONS_TEXT,
+        functions=len(rep.functions) > 0, functions_text=views.FUNCTIONS_TEXT,
         flames=[(case, _svg_src(svg)) for case, svg in rep.flames.items()],
         run_notes=[(s.label, n) for s in (b, c) for n in s.notes], raw_links=_copy_raw(rep, out),
-        decision=Markup(markdown_to_html(report.decision_block(rep))), definitions=list(report.DEFINITIONS.items())))
-    report.write(rep, out)
+        decision=Markup(markdown_to_html(views.decision_block(rep))), definitions=list(views.DEFINITIONS.items())))
+    outputs.write(rep, out)
     return page
 
 
-def write_overview_page(ov: report.Overview, out: Path, folders: dict[str, str]) -> Path:
+def write_overview_page(ov: analysis.Overview, out: Path, folders: dict[str, str]) -> Path:
     """The page over all candidates: gate per candidate, the ledger (table and stacked
     gains), additivity, the history line; each candidate's own page in its folder."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     pics = plots.draw_overview(ov, out / "plots")
-    v = report.overview_tables(ov)
+    v = views.overview_tables(ov)
     page = out / "index.html"
     page.write_text(_render(
         "overview.html.j2", ov=ov, n=len(ov.reports), b=ov.reports[0].baseline, verdicts=v["verdicts"],
@@ -146,7 +146,7 @@ def write_overview_page(ov: report.Overview, out: Path, folders: dict[str, str])
                 "ledger": Markup(_img(pics["ledger"][0], "gains by phase per candidate and case"))},
         tables={"ledger": Markup(_table(v["ledger"])),
                 "additivity": Markup(_table(v["additivity"])) if len(v["additivity"]) else ""}))
-    report.write_overview(ov, out)
+    outputs.write_overview(ov, out)
     return page
 
 
@@ -154,11 +154,11 @@ def write_hardware_page(built, out: Path) -> Path:
     """The page over comparisons on several hardwares: one verdict each, links to each page."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    table = report.hardware_verdicts(built)
+    table = views.hardware_verdicts(built)
     page = out / "index.html"
     page.write_text(_render("hardware.html.j2", built=built, rows=table.to_dict("records"),
-                            verdict=report.overall_verdict(list(table.verdict))))
-    report.write_hardware_index(built, out)
+                            verdict=analysis.overall_verdict(list(table.verdict))))
+    outputs.write_hardware_index(built, out)
     return page
 
 

@@ -6,7 +6,7 @@ Definitions (also printed in the report):
 * a side's figure is the median of its runs, with [min, max];
 * ratio = candidate median / baseline median;
 * range % = (max - min) / median; CV = population std / mean of the per-run values;
-* every change comes with its interval (mbaphases.interval: the one home of the statistics).
+* every change comes with its interval (mbaphases.stats: the one home of the statistics).
 """
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from mbaphases import comparable, interval
+from mbaphases import comparable
 from mbaphases.side import Side
+from mbaphases.stats import intervals, rules
 
 PHASES = ("env_step_ms", "physics_ms", "step_core_ms", "update_state_ms", "reset_done_ms", "replay_ms",
           "bookkeeping_ms", "resets_per_step")
@@ -141,7 +142,7 @@ def _shares(b: Side, c: Side, pb: pd.DataFrame, pc: pd.DataFrame, confidence: fl
         with np.errstate(divide="ignore", invalid="ignore"):  # no change at all: no share
             return delta / np.nansum(delta, axis=1, keepdims=True)
 
-    return interval.bootstrap_many(groups, share, confidence)
+    return intervals.bootstrap_many(groups, share, confidence)
 
 
 # a change below this share of the baseline's active time is not marked, whatever its interval
@@ -149,10 +150,10 @@ def _shares(b: Side, c: Side, pb: pd.DataFrame, pc: pd.DataFrame, confidence: fl
 MIN_SHARE = 0.01
 
 
-def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = interval.DEFAULT_CONFIDENCE) -> pd.DataFrame:
+def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = rules.DEFAULT_CONFIDENCE) -> pd.DataFrame:
     """Per case and part: the change of medians in ms, its distribution-free interval (Hodges-Lehmann
     of the per-run differences, stratified by batch: ``{k}_lower_ms``, ``{k}_upper_ms``, and
-    ``{k}_excludes_0``), the p-value of no change for the family's marks (``{k}_p``, :func:`interval.change_p`), and
+    ``{k}_excludes_0``), the p-value of no change for the family's marks (``{k}_p``, :func:`intervals.change_p`), and
     the part's share of the change with a bootstrap interval. The marks a reader acts on come from
     :func:`mark_family` over the whole family."""
     rows = []
@@ -173,10 +174,10 @@ def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = 
             if pb[part].isna().all() or pc[part].isna().all():
                 continue
             blocks = part_blocks(b, c, pb, pc, part)
-            iv = interval.difference_interval(pb[part].dropna(), pc[part].dropna(), confidence, blocks)
+            iv = intervals.difference_interval(pb[part].dropna(), pc[part].dropna(), confidence, blocks)
             row[f"{k}_lower_ms"], row[f"{k}_upper_ms"] = iv.lower, iv.upper
             row[f"{k}_excludes_0"] = None if iv.lower is None else not iv.contains(0.0)
-            row[f"{k}_p"] = interval.change_p(blocks)
+            row[f"{k}_p"] = intervals.change_p(blocks)
         shares = _shares(b, c, pb, pc, confidence)
         for k, (_point, lo, hi) in zip(ATTRIBUTION, shares):
             d = deltas[k]
@@ -188,15 +189,15 @@ def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = 
 
 
 def mark_family(table: pd.DataFrame, keys: dict[str, str], confidence: float, min_share: float = MIN_SHARE,
-                scale: str = "active_ms_baseline") -> interval.FamilyMarks:
+                scale: str = "active_ms_baseline") -> intervals.FamilyMarks:
     """Marks one family of changes in place: every ``(row, key)`` with a p-value is one question
-    (``keys``: key -> the column of its change in ms), selected as in :class:`interval.FamilyMarks`.
+    (``keys``: key -> the column of its change in ms), selected as in :class:`intervals.FamilyMarks`.
     ``{key}_clear`` (the mark): selected, its interval excluding 0 where the runs give one, and at
     least ``min_share`` of the row's ``scale``; ``{key}_small``: all of that but the size."""
     questions = [(i, k) for i in table.index for k in keys
                  if f"{k}_p" in table and table.at[i, f"{k}_p"] is not None
                  and table.at[i, f"{k}_p"] == table.at[i, f"{k}_p"]]
-    marks = interval.family_marks([float(table.at[i, f"{k}_p"]) for i, k in questions], confidence)
+    marks = intervals.family_marks([float(table.at[i, f"{k}_p"]) for i, k in questions], confidence)
     for k in keys:
         for col in ("_clear", "_small"):
             table[f"{k}{col}"] = pd.Series([None] * len(table), index=table.index, dtype=object)
@@ -209,8 +210,8 @@ def mark_family(table: pd.DataFrame, keys: dict[str, str], confidence: float, mi
     return marks
 
 
-def attribution_table(b: Side, c: Side, cases: list[str], confidence: float = interval.DEFAULT_CONFIDENCE,
-                      min_share: float = MIN_SHARE) -> tuple[pd.DataFrame, interval.FamilyMarks]:
+def attribution_table(b: Side, c: Side, cases: list[str], confidence: float = rules.DEFAULT_CONFIDENCE,
+                      min_share: float = MIN_SHARE) -> tuple[pd.DataFrame, intervals.FamilyMarks]:
     """The attribution of one report, its changes marked as one family (every case and part)."""
     table = attribution_changes(b, c, cases, confidence)
     keys = {"delta_active": "delta_sum_ms", **{k: f"{k}_ms" for k in ATTRIBUTION}}
@@ -227,9 +228,7 @@ def dispersion_table(b: Side, c: Side, cases: list[str], limit: float = 0.05) ->
             if len(x) == 0:
                 rows.append({"case": case, "side": name, "n": 0})
                 continue
-            med = float(np.median(x))
-            rng = float((x.max() - x.min()) / med) if med else None
-            cv = float(x.std() / x.mean()) if x.mean() else None
+            med, rng, cv = rules.spread(x)
             drift, batches = batch_drift(side, case)
             trend = per_run(side, "step_trend", case)
             trend = trend[~np.isnan(trend)]
@@ -237,22 +236,16 @@ def dispersion_table(b: Side, c: Side, cases: list[str], limit: float = 0.05) ->
             runs = sorted(set(side.values.run[side.values.case == case]))
             flagged = "; ".join(f"{r}: {', '.join(side.run_flags[r])}" for r in runs if side.run_flags.get(r))
             rows.append({"case": case, "side": name, "n": int(len(x)), "median": med, "range_pct": rng,
-                         "cv": cv, "wide": bool(rng is not None and rng > limit), "drift": drift,
+                         "cv": cv, "wide": rules.is_wide(rng, limit), "drift": drift,
                          "batches": batches, "first_last": first_last,
-                         "transient": bool(first_last is not None and abs(first_last - 1) > STEADY_LIMIT),
+                         "transient": rules.is_transient(first_last),
                          "flagged_runs": flagged})
     return pd.DataFrame(rows)
 
 
-# the measured window's first third may differ this much from its last before it is not steady
-# (slower: warmup too short; faster: the episodes had not yet reached their resets)
-STEADY_LIMIT = 0.05
-
-
 def batch_drift(side: Side, case: str) -> tuple[bool, str]:
-    """DRIFT when two batches' [min, max] do not overlap and their medians differ by
-    more than the larger within-batch range: the same code measuring differently
-    in another batch on the same machine."""
+    """The DRIFT rule (mbaphases.stats.rules.drifts) on one case's runs by batch, with each
+    batch's median [min, max] as text."""
     v = side.values
     x = v[(v.case == case) & (v.metric == "throughput")]
     groups = {}
@@ -262,15 +255,6 @@ def batch_drift(side: Side, case: str) -> tuple[bool, str]:
             groups.setdefault(batch, []).append(value)
     if len(groups) < 2:
         return False, ""
-    stats = {k: (float(np.median(g)), min(g), max(g), len(g)) for k, g in groups.items()}
-    drift = False
-    names = sorted(stats)
-    for i, a in enumerate(names):
-        for bname in names[i + 1:]:
-            ma, lo_a, hi_a, _ = stats[a]
-            mb, lo_b, hi_b, _ = stats[bname]
-            apart = hi_a < lo_b or hi_b < lo_a
-            if apart and abs(ma - mb) > max(hi_a - lo_a, hi_b - lo_b):
-                drift = True
-    text = "; ".join(f"{k}: {m:,.0f} [{lo:,.0f}, {hi:,.0f}] ({n} runs)" for k, (m, lo, hi, n) in stats.items())
-    return drift, text
+    text = "; ".join(f"{k}: {float(np.median(g)):,.0f} [{min(g):,.0f}, {max(g):,.0f}] ({len(g)} runs)"
+                     for k, g in groups.items())
+    return rules.drifts(groups), text

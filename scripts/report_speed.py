@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mbaphases import load, report  # noqa: E402
+from mbaphases import analysis, load, outputs  # noqa: E402
 from reflab.bench import SEED_CASES  # noqa: E402
 from reflab.collector import timing_stats  # noqa: E402
 
@@ -63,8 +63,8 @@ def main():
             t0 = time.perf_counter()
             b = load.load_raw_side("baseline", [str(tmp / "b_run*.json")])
             c = load.load_raw_side("candidate", [str(tmp / "c_run*.json")])
-            rep = report.build(b, c)
-            report.write(rep, tmp / "out")
+            rep = analysis.build(b, c)
+            outputs.write(rep, tmp / "out")
             times.append(time.perf_counter() - t0)
     print(f"7 cases x 2 sides x {a.runs} runs (100 steps each): report written in median "
           f"{statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f}) over {a.repeats} repeats")

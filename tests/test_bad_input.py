@@ -13,7 +13,7 @@ from pathlib import Path
 import entry_docs as E
 import pytest
 
-from mbaphases import cli, report
+from mbaphases import analysis, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = "sac/g1_walk_flat/mujoco"
@@ -231,7 +231,7 @@ def test_internal_error_is_exit_3_with_a_log(work, capsys, monkeypatch):
 
     def broken(*a, **k):
         raise RuntimeError("a bug")
-    monkeypatch.setattr(report, "build", broken)
+    monkeypatch.setattr(analysis, "build", broken)
     assert cli.main(["report", "--out", "x", "--baseline-raw", *b, "--candidate-raw", *c]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "internal error RuntimeError: a bug" in err[0]

@@ -13,7 +13,7 @@ import pytest
 from test_report_page import CHROMIUM, open_in_chromium
 
 from benchmarks import _target
-from mbaphases import load, profiles, report, tables
+from mbaphases import analysis, load, profiles, tables
 from mbaphases import page as page_mod
 from mbaphases.demo_repo import generate
 from mbaphases.runner import pyspy_path
@@ -98,7 +98,7 @@ def test_mba_dev_against_main_names_the_functions_of_its_three_costs(history):
 
 
 def test_the_page_shows_the_functions_and_the_flame_graph_in_chromium(history, tmp_path):
-    rep = report.build(side(history, "main"), side(history, "mba-dev"), min_runs=RUNS, input_kind="raw entry JSON")
+    rep = analysis.build(side(history, "main"), side(history, "mba-dev"), min_runs=RUNS, input_kind="raw entry JSON")
     assert len(rep.functions) and CASE in rep.flames
     page = page_mod.write_page(rep, tmp_path / "page")
     assert (tmp_path / "page" / "functions.csv").is_file() and list((tmp_path / "page" / "flames").glob("*.svg"))
@@ -116,7 +116,7 @@ def test_the_page_shows_the_functions_and_the_flame_graph_in_chromium(history, t
 
 
 def test_every_written_svg_and_page_parses(history, tmp_path):
-    rep = report.build(side(history, "main"), side(history, "mba-dev"), min_runs=RUNS, input_kind="raw entry JSON")
+    rep = analysis.build(side(history, "main"), side(history, "mba-dev"), min_runs=RUNS, input_kind="raw entry JSON")
     page_mod.write_page(rep, tmp_path / "page")
     svgs = list((tmp_path / "page").rglob("*.svg"))
     assert svgs

@@ -11,7 +11,7 @@ import entry_docs as E
 import matplotlib.pyplot as plt
 import pytest
 
-from mbaphases import load, plots, report
+from mbaphases import analysis, load, plots
 from mbaphases import page as page_mod
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,7 @@ def rep(tmp_path):
             results = [E.case_result(c, env_step=9.0 * scale + 0.1 * k, update_state=1.5 * scale) for c in CASES]
             paths.append(E.write(tmp_path / f"{name}_run{k + 1}.json", E.doc(results)))
         sides.append(load.load_raw_side({"b": "main direct", "c": "MBA dev"}[name], paths))
-    return report.build(sides[0], sides[1], input_kind="raw entry JSON")
+    return analysis.build(sides[0], sides[1], input_kind="raw entry JSON")
 
 
 def test_figures_have_the_expected_axes_and_bars(rep):

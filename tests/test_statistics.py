@@ -1,4 +1,4 @@
-"""The intervals of mbaphases.interval against independent computations (brute force over
+"""The intervals of mbaphases.stats against independent computations (brute force over
 label permutations and pairs, scipy), on hand-made data with known effects."""
 import itertools
 import json
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mbaphases import cli, find, interval, ledger, load, report, tables
+from mbaphases import analysis, cli, find, ledger, load, tables
+from mbaphases.stats import intervals, rules
 
 CASE = "sac/g1_walk_flat/mujoco"
 
@@ -67,11 +68,11 @@ def brute_interval(blocks, confidence, log=True):
 
 def test_one_batch_is_the_rule_of_three_runs_a_side():
     b, c = [1000.0, 1010.0, 990.0], [950.0, 960.0, 955.0]
-    iv = interval.ratio_interval(b, c, 0.90)
+    iv = intervals.ratio_interval(b, c, 0.90)
     assert iv.k == 1 and iv.coverage == pytest.approx(0.90)
     assert iv.lower == pytest.approx(950 / 1010) and iv.upper == pytest.approx(960 / 990)
     # the same through the stratified entry with a single block
-    same = interval.ratio_interval(b, c, 0.90, [(b, c)])
+    same = intervals.ratio_interval(b, c, 0.90, [(b, c)])
     assert (same.lower, same.upper, same.k) == (iv.lower, iv.upper, iv.k)
 
 
@@ -79,7 +80,7 @@ def test_one_batch_is_the_rule_of_three_runs_a_side():
 def test_one_stratum_interval_matches_the_mann_whitney_inversion_of_scipy(m, n):
     rng = np.random.default_rng(m * 10 + n)
     b, c = rng.normal(10, 1, m), rng.normal(9, 1, n)
-    iv = interval.difference_interval(b, c, 0.90)
+    iv = intervals.difference_interval(b, c, 0.90)
     # scipy's exact two-sided Mann-Whitney test of c - delta vs b accepts exactly the shifts inside
     alpha = 1 - iv.coverage
     for delta in np.sort((c[None, :] - b[:, None]).ravel()):
@@ -93,16 +94,16 @@ def test_two_batches_with_a_shared_shift_match_a_hand_computation():
     a_b, a_c = [1000.0, 1020.0, 990.0, 1010.0], [950.0, 965.0, 940.0, 962.0]
     b_b, b_c = [x * 1.25 for x in a_b], [x * 1.25 * 1.004 for x in a_c]
     blocks = [(a_b, a_c), (b_b, b_c)]
-    iv = interval.ratio_interval(a_b + b_b, a_c + b_c, 0.90, blocks)
+    iv = intervals.ratio_interval(a_b + b_b, a_c + b_c, 0.90, blocks)
     lower, upper, coverage = brute_interval(blocks, 0.90)
     assert iv.lower == pytest.approx(lower) and iv.upper == pytest.approx(upper)
     assert iv.coverage == pytest.approx(coverage) and iv.coverage >= 0.90 and iv.strata == 2
-    own = [interval.ratio_interval(x, y, 0.90) for x, y in blocks]
+    own = [intervals.ratio_interval(x, y, 0.90) for x, y in blocks]
     width = math.log(iv.upper / iv.lower)
     assert width <= max(math.log(o.upper / o.lower) for o in own) + 1e-12
     assert own[0].lower <= iv.estimate <= own[1].upper
     # pooled over the batches, the shift between them swamps the difference
-    pooled = interval.ratio_interval(a_b + b_b, a_c + b_c, 0.90)
+    pooled = intervals.ratio_interval(a_b + b_b, a_c + b_c, 0.90)
     assert math.log(pooled.upper / pooled.lower) > 3 * width
 
 
@@ -110,7 +111,7 @@ def test_three_unequal_batches_against_brute_force_and_the_p_value():
     rng = np.random.default_rng(7)
     blocks = [(rng.normal(100, 3, m) * s, rng.normal(92, 3, n) * s) for (m, n), s in
               (((3, 3), 1.0), ((2, 4), 1.3), ((4, 2), 0.8))]
-    iv = interval.difference_interval(np.concatenate([b for b, _ in blocks]),
+    iv = intervals.difference_interval(np.concatenate([b for b, _ in blocks]),
                                       np.concatenate([c for _, c in blocks]), 0.80, blocks)
     lower, upper, coverage = brute_interval(blocks, 0.80, log=False)
     assert (iv.lower, iv.upper) == (pytest.approx(lower), pytest.approx(upper))
@@ -118,13 +119,13 @@ def test_three_unequal_batches_against_brute_force_and_the_p_value():
     dist = brute_null([(len(b), len(c)) for b, c in blocks])
     t = sum(((c[None, :] > 1.0 * b[:, None]).sum()) / (len(b) + len(c) + 1) for b, c in blocks)
     expected = sum(p for v, p in dist.items() if v <= t + 1e-9)
-    assert interval.stratified_p_less(blocks, 1.0) == pytest.approx(expected)
+    assert intervals.stratified_p_less(blocks, 1.0) == pytest.approx(expected)
 
 
 def test_many_runs_use_the_normal_approximation_near_its_exact_value():
     rng = np.random.default_rng(3)
     blocks = [(rng.normal(10, 1, 22), rng.normal(9, 1, 22)), (rng.normal(12, 1, 21), rng.normal(11, 1, 21))]
-    iv = interval.difference_interval(None, None, 0.90, blocks)
+    iv = intervals.difference_interval(None, None, 0.90, blocks)
     assert iv.method == "normal" and iv.lower < -1.0 + 0.6 and iv.upper > -1.0 - 0.6
     assert iv.lower < iv.estimate < iv.upper
 
@@ -150,7 +151,7 @@ def test_gate_stratifies_by_batch_and_leaves_out_a_batch_with_one_side(tmp_path)
     b = load.load_raw_side("b", batch_runs(tmp_path, "b", base))
     c = load.load_raw_side("c", batch_runs(tmp_path, "c", cand))
 
-    rep = report.build(b, c, threshold=0.90, min_runs=3)
+    rep = analysis.build(b, c, threshold=0.90, min_runs=3)
     g = rep.gate.iloc[0]
     assert g.gate == "PASS" and g.strata == 2 and "stratified over 2 batches" in g.note
     assert any("batch C: only b ran in it" in n for n in rep.notes)
@@ -231,7 +232,7 @@ def test_ledger_changes_have_intervals_and_noise_is_marked(tmp_path):
     row = led.iloc[0]
     pd_ = tables.attribution_parts(dev, CASE)
     po = tables.attribution_parts(opt, CASE)
-    iv = interval.difference_interval(pd_["physics"], po["physics"], 0.90)
+    iv = intervals.difference_interval(pd_["physics"], po["physics"], 0.90)
     assert (row.physics_lower_ms, row.physics_upper_ms) == (pytest.approx(iv.lower), pytest.approx(iv.upper))
     # brute force over pairs: the k-th smallest and largest of the 36 differences
     diffs = np.sort((po["physics"].to_numpy()[None, :] - pd_["physics"].to_numpy()[:, None]).ravel())
@@ -319,7 +320,7 @@ def test_family_marks_are_benjamini_hochberg(seed):
     when its Benjamini-Hochberg adjusted p is at most the false discovery rate."""
     rng = np.random.default_rng(seed)
     p = np.concatenate([rng.uniform(0, 1, 30), rng.uniform(0, 0.01, 8)])
-    marks = interval.family_marks(list(p), 0.90)
+    marks = intervals.family_marks(list(p), 0.90)
     adjusted = stats.false_discovery_control(p, method="bh")
     assert marks.selected == [bool(a <= 0.10 + 1e-12) for a in adjusted]
     assert marks.size == 38 and marks.chance_marks == pytest.approx(3.8)
@@ -331,9 +332,9 @@ def test_change_p_in_one_batch_is_welch_and_in_pairs_is_the_paired_t(seed):
     (the level per batch is the pairing)."""
     rng = np.random.default_rng(seed)
     b, c = rng.normal(10, 1, 5), rng.normal(10.8, 1.5, 7)
-    assert interval.change_p([(b, c)]) == pytest.approx(stats.ttest_ind(b, c, equal_var=False).pvalue)
+    assert intervals.change_p([(b, c)]) == pytest.approx(stats.ttest_ind(b, c, equal_var=False).pvalue)
     b, c = rng.normal(10, 1, 9), rng.normal(10.5, 1, 9)
-    assert interval.change_p([([x], [y]) for x, y in zip(b, c)]) == pytest.approx(stats.ttest_rel(b, c).pvalue)
+    assert intervals.change_p([([x], [y]) for x, y in zip(b, c)]) == pytest.approx(stats.ttest_rel(b, c).pvalue)
 
 
 def test_change_p_over_batches_is_the_two_way_least_squares_t_and_ignores_batch_shifts():
@@ -350,14 +351,58 @@ def test_change_p_over_batches_is_the_two_way_least_squares_t_and_ignores_batch_
     df = sum(len(b) + len(c) for b, c in blocks) - 3
     se = math.sqrt(resid @ resid / df / sum(w))
     expected = 2 * stats.t.sf(abs(shift) / se, df)
-    assert interval.change_p(blocks) == pytest.approx(expected)
-    assert interval.change_p([(b1, c1), (b2 + 7.0, c2 + 7.0)]) == pytest.approx(expected)
+    assert intervals.change_p(blocks) == pytest.approx(expected)
+    assert intervals.change_p([(b1, c1), (b2 + 7.0, c2 + 7.0)]) == pytest.approx(expected)
 
 
 def test_the_error_split_over_planned_looks_is_bonferroni():
     """until-decisive and find split one error the same way: every look at 1 - (1 - c) / looks."""
-    assert interval.split_confidence(0.90, 1) == pytest.approx(0.90)
-    assert interval.split_confidence(0.90, 12) == pytest.approx(1 - 0.10 / 12)
+    assert rules.split_confidence(0.90, 1) == pytest.approx(0.90)
+    assert rules.split_confidence(0.90, 12) == pytest.approx(1 - 0.10 / 12)
     # find over 3 commits: ceil(log2 3) = 2 steps, the total and the answer: 4 decisions x 3 looks
     assert find.decision_confidence(0.90, 3, 3) == pytest.approx(1 - 0.10 / 12)
     assert find.decision_confidence(0.90, 1, 2) == pytest.approx(1 - 0.10 / 4)
+
+
+def brute_mw_p_less(c, b):
+    """One-sided exact Mann-Whitney by enumeration: P(U <= u observed) over every split of the
+    pooled runs (no ties), U counting candidate-over-baseline pairs."""
+    pooled = np.concatenate([c, b])
+    u_obs = sum((x > y) for x in c for y in b)
+    count = total = 0
+    for idx in itertools.combinations(range(len(pooled)), len(c)):
+        cc = pooled[list(idx)]
+        bb = np.delete(pooled, list(idx))
+        total += 1
+        count += sum((x > y) for x in cc for y in bb) <= u_obs
+    return count / total
+
+
+def test_the_rank_test_is_the_exact_mann_whitney_from_five_runs():
+    rng = np.random.default_rng(3)
+    b, c = rng.normal(100, 4, 5), rng.normal(93, 4, 6)
+    assert rules.rank_test_p(b, c, 0.95) == pytest.approx(brute_mw_p_less(c, 0.95 * b))
+    assert rules.rank_test_p(b[:4], c, 0.95) is None  # below five runs a side: no p-value
+
+
+def test_the_equivalence_test_has_three_answers():
+    # inside +-margin: adds up; wholly beyond: does not; straddling: undetermined, with the runs
+    # at which an interval this wide (shrinking as 1/sqrt(runs)) would fit the nearer decision
+    assert rules.decide_equivalence(0.1, -0.2, 0.3, 0.5, 4) == ("adds up", None)
+    assert rules.decide_equivalence(1.0, 0.7, 1.3, 0.5, 4) == ("does not add up", None)
+    # half width 0.5, 0.25 from the margin: 4 runs x (0.5 / 0.25)^2 (values exact in binary)
+    assert rules.decide_equivalence(0.75, 0.25, 1.25, 1.0, 4) == ("undetermined", 16)
+    assert rules.decide_equivalence(0.0, None, None, 0.5, 4) == ("undetermined", None)
+
+
+def test_the_dispersion_rules():
+    x = np.array([98.0, 100.0, 103.0, 101.0])
+    med, rng_pct, cv = rules.spread(x)
+    assert med == 100.5 and rng_pct == pytest.approx(5 / 100.5)
+    assert cv == pytest.approx(np.sqrt(np.mean((x - x.mean()) ** 2)) / x.mean())
+    assert rules.is_wide(rng_pct, 0.04) and not rules.is_wide(rng_pct, 0.05) and not rules.is_wide(None, 0.05)
+    assert rules.is_transient(1.06) and rules.is_transient(0.94) and not rules.is_transient(1.04)
+    # DRIFT: [min, max] apart and the medians further apart than the wider batch's range
+    assert rules.drifts({"a": [100, 101, 102], "b": [110, 111, 112]})
+    assert not rules.drifts({"a": [100, 101, 102], "b": [102.5, 103, 104]})  # 2.0 apart, range 2: no
+    assert not rules.drifts({"a": [100, 105, 110], "b": [104, 106, 108]})  # overlapping

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from mbaphases import gate, interval, ledger, load, report, tables
+from mbaphases import analysis, gate, ledger, load, tables, views
+from mbaphases.stats import intervals
 
 CASE_A, CASE_B = "sac/g1_walk_flat/mujoco", "sac/g1_walk_flat/motrix"
 
@@ -82,9 +83,9 @@ def test_phases_and_attribution_add_up(tmp_path):
 def test_physics_not_reported_is_na(tmp_path):
     b = load.load_raw_side("b", side_files(tmp_path, "b", [{CASE_A: {"physics": None}} for _ in range(3)]))
     c = load.load_raw_side("c", side_files(tmp_path, "c", [{CASE_A: {"physics": None}} for _ in range(3)]))
-    rep = report.build(b, c, min_runs=3)
+    rep = analysis.build(b, c, min_runs=3)
     assert rep.phases.iloc[0].physics_ms_baseline is None
-    view = report.view_tables(rep)
+    view = views.view_tables(rep)
     assert view["phases"].iloc[0]["physics"] == "n/a → n/a"
     assert rep.attribution.iloc[0]["physics_ms"] is None
     assert rep.attribution.iloc[0]["step_core_minus_physics_ms"] == pytest.approx(0.0)
@@ -193,7 +194,7 @@ def brute_interval(b, c, confidence):
     ([1000, 1000, 1010, 990, 1000], [950, 950, 960, 950, 970], 5),  # ties
 ])
 def test_interval_matches_hand_and_independent_computation(b, c, k):
-    iv = interval.ratio_interval(b, c, 0.90)
+    iv = intervals.ratio_interval(b, c, 0.90)
     lo, hi, bk = brute_interval(b, c, 0.90)
     assert iv.k == bk == k and iv.lower == pytest.approx(lo) and iv.upper == pytest.approx(hi)
     if k == 1:
@@ -203,7 +204,7 @@ def test_interval_matches_hand_and_independent_computation(b, c, k):
 def test_interval_10_vs_10_against_scipy_exact_test():
     rng = np.random.default_rng(3)
     b, c = 1000 * (1 + 0.03 * rng.standard_normal(10)), 950 * (1 + 0.03 * rng.standard_normal(10))
-    iv = interval.ratio_interval(b, c, 0.90)
+    iv = intervals.ratio_interval(b, c, 0.90)
     assert iv.k == 28 and iv.coverage == pytest.approx(0.9108, abs=1e-4)
     # the interval's ends are where the exact one-sided test at (1 - coverage) / 2 stops rejecting
     alpha = (1 - iv.coverage) / 2
@@ -285,9 +286,9 @@ def test_a_window_not_in_steady_state_is_transient(tmp_path):
     d = tables.dispersion_table(b, c, [CASE_A]).set_index("side")
     assert d.loc["candidate", "transient"] and not d.loc["baseline", "transient"]
     assert d.loc["baseline", "first_last"] == pytest.approx(1.0)
-    rep = report.build(b, c, min_runs=3)
-    assert "TRANSIENT" in report.view_tables(rep)["dispersion"].flag.iloc[1]
-    assert "more warmup steps" in report.decision_block(rep)
+    rep = analysis.build(b, c, min_runs=3)
+    assert "TRANSIENT" in views.view_tables(rep)["dispersion"].flag.iloc[1]
+    assert "more warmup steps" in views.decision_block(rep)
     assert rep.throughput.iloc[0].candidate_median == pytest.approx(rep.throughput.iloc[0].baseline_median)
 
 
@@ -313,17 +314,17 @@ def test_each_gate_row_says_whether_its_verdict_holds_without_the_flagged_runs(t
                                                             for t in ct]))
     slow = sorted(c.values.run.unique())[-1]  # the candidate's 700 run
     c.run_flags = {slow: ["machine busy during the run (42% of CPUs used by other processes)"]}
-    rep = report.build(b, c, 0.9, 3)
+    rep = analysis.build(b, c, 0.9, 3)
     g = rep.gate.set_index("case")
     # with the disturbed run: 700/1010 stretches the interval below 0.9; without it 950/1010 clears
     assert g.loc[CASE_A, "gate"] == "INCONCLUSIVE" and g.loc[CASE_A, "without_flagged"] == "PASS"
     assert g.loc[CASE_B, "gate"] == "PASS" and g.loc[CASE_B, "without_flagged"] == "PASS"
     assert g.loc[CASE_A, "flagged_runs"] == 1
-    view = report.view_tables(rep)["gate"].set_index("case")
+    view = views.view_tables(rep)["gate"].set_index("case")
     assert view.loc[CASE_A, "without flagged runs"] == "PASS (1 flagged run left out)"
     assert view.loc[CASE_B, "without flagged runs"] == "same (1 flagged run left out)"
-    block = report.decision_block(rep)
+    block = views.decision_block(rep)
     assert f"`{CASE_A}` INCONCLUSIVE → PASS" in block and f"`{CASE_B}`" not in block.split("depend on runs")[1]
     # a side without flagged runs: the column stays empty
     c.run_flags = {}
-    assert report.build(b, c, 0.9, 3).gate.without_flagged.isna().all()
+    assert analysis.build(b, c, 0.9, 3).gate.without_flagged.isna().all()

@@ -32,15 +32,6 @@ from scipy import stats
 from scipy.stats import norm
 
 EXACT_BELOW = 20
-# the defaults of every decision (pins [gate] threshold and confidence override them)
-DEFAULT_CONFIDENCE = 0.90
-DEFAULT_THRESHOLD = 0.90  # the gate: the candidate at least 90% of the baseline's throughput
-
-
-def split_confidence(confidence: float, looks: int) -> float:
-    """Bonferroni: the error 1 - confidence split evenly over ``looks`` planned decisions (or
-    looks at the data), so that all of them hold together at ``confidence``."""
-    return 1 - (1 - confidence) / looks
 
 
 @cache
