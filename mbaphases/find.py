@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbaphases import comparable, load, runner, tables
+from mbaphases import comparable, inputs, load, runner, tables
 from mbaphases.errors import UsageError
 from mbaphases.side import Side
 from mbaphases.stats import intervals, rules
@@ -146,7 +146,7 @@ class Measurer:
     def __init__(self, conf_path: Path, pins: dict, case: str, runs: int, machine: str, python: str | None, out):
         self.conf_path, self.pins, self.case, self.runs = conf_path, pins, case, runs
         self.machine, self.python, self.out = machine, python, out
-        conf = runner.load_asv_conf(conf_path)
+        conf = inputs.load_asv_conf(conf_path)
         self.results_dir = conf_path.resolve().parent / conf.get("results_dir", "results")
         self.repo = conf_path.resolve().parent / conf["repo"]
         self.batches: list[str] = []

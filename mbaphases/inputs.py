@@ -13,6 +13,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import asv.util
 import jsonschema
 
 from mbaphases import pins
@@ -245,3 +246,13 @@ def writable_file(path: Path, flag: str) -> Path:
         raise UsageError(f"{flag} {path} is not writable")
     writable_dir(path.parent, flag)
     return path
+
+
+def load_asv_conf(path: Path) -> dict:
+    read_text(Path(path), "asv config")
+    try:
+        conf = asv.util.load_json(str(path), js_comments=True)
+    except (OSError, ValueError, asv.util.UserError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"asv config {path}: {first}") from None
+    return check_asv_conf(conf, Path(path))

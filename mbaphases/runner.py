@@ -15,13 +15,12 @@ import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 
-import asv.util
-
-from mbaphases import comparable, formal_lock, hardware, inputs, load, targets
-from mbaphases import gate as gate_mod
+from mbaphases import formal_lock, hardware, inputs, load, targets
+from mbaphases import until_decisive as until_mod
 from mbaphases.errors import UsageError
 
 LockBusy = formal_lock.LockBusy
+EXIT_LOCK_TIMEOUT = 75  # EX_TEMPFAIL: another formal run kept the machine
 
 
 @contextmanager
@@ -53,16 +52,6 @@ def resolve_ref(repo: Path, ref: str) -> str:
     if p.returncode != 0:
         raise UsageError(f"unknown revision {ref!r} in {repo}")
     return p.stdout.strip()
-
-
-def load_asv_conf(path: Path) -> dict:
-    inputs.read_text(Path(path), "asv config")
-    try:
-        conf = asv.util.load_json(str(path), js_comments=True)
-    except (OSError, ValueError, asv.util.UserError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"asv config {path}: {first}") from None
-    return inputs.check_asv_conf(conf, Path(path))
 
 
 def default_machine(profile: str) -> str:
@@ -254,7 +243,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     ``until_decisive`` ({max_runs, budget_s, confidence, threshold}): afterwards add
     rounds of every side while a candidate has an INCONCLUSIVE case."""
     conf_path = Path(conf_path).resolve()
-    conf = load_asv_conf(conf_path)
+    conf = inputs.load_asv_conf(conf_path)
     suite_dir = conf_path.parent
     repo = conf["repo"]
     repo_path = (suite_dir / repo) if not re.match(r"^\w+://", repo) else None
@@ -287,7 +276,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     shas = [x["sha"] for x in sides]
     base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
             "--record-samples", "--append-samples", "--show-stderr"]
-    rc, looks, done_runs = 0, 0, runs
+    rc, done_runs = 0, runs
     runs_by_side = {x["label"]: runs for x in sides}
     record = {"batch": batch, "machine": machine, "profile": profile, "started": started,
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
@@ -298,45 +287,19 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                             f"{int(started)}")
             if until_decisive is not None:
                 record["until_decisive"] = until_decisive
-                replaced = False
-                while True:
-                    looks += 1
-                    open_cases = undecided(conf_path, pins, sides, machine, until_decisive, out)
-                    record["looks"] = looks
-                    # a run another process or the hypervisor disturbed stays in; its sides get one
-                    # replacement round, so no verdict has to rest on it alone
-                    flagged = [] if replaced else flagged_sides(sides, run_meta(raw_dir, machine, started))
-                    if not open_cases and not flagged:
-                        print(f"[until decisive] look {looks}: every case decided after {done_runs} runs per side",
-                              file=out, flush=True)
-                        break
-                    what = (f"{len(open_cases)} case(s) still INCONCLUSIVE" if open_cases else
-                            f"no replacement round for the flagged runs of {', '.join(x['label'] for x in flagged)}")
-                    if done_runs >= until_decisive["max_runs"]:
-                        print(f"[until decisive] stopping at --max-runs {until_decisive['max_runs']}: {what}",
-                              file=out, flush=True)
-                        break
-                    if time.time() - started >= until_decisive["budget_s"]:
-                        print(f"[until decisive] stopping: time budget of {until_decisive['budget_s']:.0f} s spent; "
-                              f"{what}", file=out, flush=True)
-                        break
-                    done_runs += 1
-                    if flagged:
-                        replaced = True
-                        record["replacement_round"] = {"round": done_runs, "sides": [x["label"] for x in flagged]}
-                        print(f"[until decisive] replacement round for flagged runs: "
-                              f"{', '.join(x['label'] for x in flagged)}", file=out, flush=True)
-                    round_sides = [x for x in sides if x in flagged or x in sides_for_round(sides, open_cases)]
-                    round_shas = [x["sha"] for x in round_sides]
+
+                def run_round(order: list[str], number: int) -> int:
+                    nonlocal done_runs
+                    done_runs = number  # kept current: an interrupted batch records what it ran
                     for x in sides:
-                        if x["sha"] in round_shas:
+                        if x["sha"] in order:
                             runs_by_side[x["label"]] += 1
-                    # rotated every round and reversed every other: no side always first or after one neighbour
-                    k = done_runs % len(round_shas)
-                    order = round_shas[k:] + round_shas[:k]
-                    print(f"[until decisive] round {done_runs}: {', '.join(names[x] for x in order)}", file=out, flush=True)
-                    rc = _run_round(base, conf, conf_path, suite_dir, order if done_runs % 2 else order[::-1], 1, env,
-                                    python, repo_path, names, out, f"{int(started)}-{done_runs}") or rc
+                    return _run_round(base, conf, conf_path, suite_dir, order, 1, env, python, repo_path, names, out,
+                                      f"{int(started)}-{number}")
+
+                done_runs, rc = until_mod.add_rounds(
+                    until_decisive, conf_path, pins, sides, machine, names, record, started, runs, rc, run_round,
+                    lambda: run_meta(raw_dir, machine, started), out)
     except KeyboardInterrupt:
         print("interrupted: every completed run is kept under " + str(raw_dir / machine), file=out)
         rc = 130
@@ -362,50 +325,6 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         return rc
     # a failed case or run is a verdict on the run (1), never asv's own exit code (2 reads as bad input)
     return 1 if failures or len(metas) < expected or rc else 0
-
-
-def sides_for_round(sides: list[dict], open_cases: list[tuple[str, str]]) -> list[dict]:
-    """The sides an extra round runs: the candidates with an open case and the baseline they
-    are compared with; a decided candidate gets no more runs."""
-    open_labels = {label for label, _ in open_cases}
-    return [x for x in sides if x["role"] == "baseline" or x["label"] in open_labels]
-
-
-def flagged_sides(sides: list[dict], metas: list[dict]) -> list[dict]:
-    """The sides whose runs in this batch were flagged (BUSY, STEAL), with the baseline whenever
-    any is: a replacement run of a candidate is compared with the baseline's runs of the same
-    batch; a flagged baseline run touches every candidate's comparison, so then every side."""
-    disturbed = {m["commit"] for m in metas if load.run_flags(m)}
-    if not disturbed:
-        return []
-    if sides[0]["sha"] in disturbed:
-        return list(sides)
-    return [x for x in sides if x["role"] == "baseline" or x["sha"] in disturbed]
-
-
-def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict, out) -> list[tuple[str, str]]:
-    """(candidate, case) still INCONCLUSIVE, at the confidence per planned look; compared as the
-    report compares them (per hardware, inside the batches both sides ran in)."""
-    conf = load_asv_conf(conf_path)
-    results_dir = conf_path.parent / conf.get("results_dir", "results")
-    repo = conf_path.parent / conf["repo"]
-    base = load.load_asv_side(sides[0]["label"], sides[0]["sha"], results_dir, machine, repo)
-    open_cases = []
-    for cand in sides[1:]:
-        side = load.load_asv_side(cand["label"], cand["sha"], results_dir, machine, repo)
-        rows = []
-        for unit in comparable.by_hardware(base, [side], 1):
-            paired_base, paired, _ = comparable.pair(unit.baseline, unit.candidates[0])
-            rows += gate_mod.evaluate(paired_base, paired, pins["cases"], until["threshold"], 1, {},
-                                      confidence=until["confidence"])
-        for row in rows:
-            if row["gate"] == "INCONCLUSIVE" and (cand["label"], row["case"]) not in open_cases:
-                lo, hi = row["lower"], row["upper"]
-                span = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "n/a"
-                print(f"[until decisive] {cand['label']} {row['case']}: INCONCLUSIVE, interval {span}",
-                      file=out, flush=True)
-                open_cases.append((cand["label"], row["case"]))
-    return open_cases
 
 
 def publish(conf_path: Path) -> int:

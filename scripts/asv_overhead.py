@@ -21,8 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mbaphases.demo_repo import generate  # noqa: E402
-from mbaphases.inputs import load_active_pins  # noqa: E402
-from mbaphases.runner import load_asv_conf  # noqa: E402
+from mbaphases.inputs import load_active_pins, load_asv_conf  # noqa: E402
 
 
 def main():

@@ -3,7 +3,8 @@ import io
 import json
 import time
 
-from mbaphases.runner import Progress, sides_for_round
+from mbaphases.runner import Progress
+from mbaphases.until_decisive import sides_for_round
 
 
 class Terminal(io.StringIO):

@@ -13,8 +13,8 @@ from asv import results as asv_results
 from test_suite_asv import ROOT, make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
+from mbaphases.inputs import load_asv_conf
 from mbaphases.load import load_asv_side
-from mbaphases.runner import load_asv_conf
 
 CASES = ["sac/g1_walk_flat/mujoco", "sac/g1_motion_tracking/motrix"]
 SIDES = [("main", "main direct"), ("mba-dev", "MBA dev"), ("opt/reset", "opt reset"), ("mba-next", "MBA next")]

@@ -1,6 +1,8 @@
-"""The report command: inputs resolved and checked, sides loaded, report written."""
+"""mbaphases report (and bundle): inputs resolved and checked, sides loaded, the report built,
+written and printed; a bundle packs the same sides with the report."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import subprocess
@@ -9,15 +11,84 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mbaphases import analysis, inputs, load, outputs, tables
+from mbaphases import analysis, inputs, load, outputs, tables, until_decisive
 from mbaphases import bundle as bundle_mod
 from mbaphases import gate as gate_mod
 from mbaphases.errors import UsageError
+from mbaphases.inputs import load_asv_conf
 from mbaphases.page import link_from_asv, write_hardware_page, write_overview_page, write_page
-from mbaphases.runner import default_machine, load_asv_conf
+from mbaphases.runner import default_machine
 from mbaphases.side import Side
 from mbaphases.staging import Stage
 from mbaphases.stats import rules
+
+
+def add_parser(sub) -> None:
+    rp = sub.add_parser("report", help="tables, gate and report from stored runs")
+    rp.add_argument("--out", required=True, help="output directory (report.md, *.csv, summary.json)")
+    rp.add_argument("--config", default="asv.conf.json", help="asv config (results dir, target repo)")
+    rp.add_argument("--pins", default=None, help="sides, labels, cases and gate defaults (default: pins.toml if present)")
+    rp.add_argument("--results", default=None, help="asv results directory (default: from --config)")
+    rp.add_argument("--machine", default=None)
+    rp.add_argument("--baseline", default=None, help="revision: SHA, prefix or branch (default: pins)")
+    rp.add_argument("--candidate", default=None)
+    rp.add_argument("--baseline-raw", nargs="+", default=None, help="raw entry JSON files or globs, one per run")
+    rp.add_argument("--candidate-raw", nargs="+", default=None)
+    rp.add_argument("--sides", default=None, help="comma list of candidate labels to report (default: every candidate in the pins)")
+    rp.add_argument("--reference", default=None,
+                    help="the ledger's reference candidate (default: pins 'reference', else the first candidate)")
+    rp.add_argument("--baseline-label", default=None)
+    rp.add_argument("--candidate-label", default=None)
+    rp.add_argument("--threshold", type=float, default=None)
+    rp.add_argument("--min-runs", type=int, default=None)
+    rp.add_argument("--confidence", type=float, default=None,
+                    help="confidence of the ratio's interval the gate decides on (default: pins gate.confidence, 0.90)")
+    rp.add_argument("--exceptions", default=None, help="maintainer's exceptions file (TOML)")
+    rp.add_argument("--dispersion-limit", type=float, default=0.05, help="flag range above this share")
+    rp.add_argument("--html", default=None, help="also write the HTML page here (e.g. html/mbaphases, linked from asv's html/)")
+    rp.add_argument("--cross-machine", action="store_true",
+                    help="the sides were measured on different hardware on purpose: gate them anyway, and say so first")
+    rp.add_argument("--batch", default=None,
+                    help="comma list of batch IDs: only their runs (default: every batch; the gate compares the "
+                         "sides inside each batch both ran in)")
+    rp.add_argument("--quiet", action="store_true")
+    rp.add_argument("--bundle", default=None, help="an evidence bundle (mbaphases bundle) instead of other inputs")
+    rp.set_defaults(handler=report_command)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What `mbaphases report` (and `bundle`) were asked for, typed; derived settings are made
+    from it (analysis.Settings), never written back into it."""
+    out: str
+    config: str = "asv.conf.json"
+    pins: str | None = None
+    results: str | None = None
+    machine: str | None = None
+    baseline: str | None = None
+    candidate: str | None = None
+    baseline_raw: list[str] | None = None
+    candidate_raw: list[str] | None = None
+    sides: str | None = None
+    reference: str | None = None
+    baseline_label: str | None = None
+    candidate_label: str | None = None
+    threshold: float | None = None
+    min_runs: int | None = None
+    confidence: float | None = None
+    exceptions: str | None = None
+    dispersion_limit: float = 0.05
+    html: str | None = None
+    cross_machine: bool = False
+    batch: str | None = None
+    quiet: bool = False
+    bundle: str | None = None
+    bundle_manifest: dict | None = None  # an opened evidence bundle: its sides replace the stored ones
+
+    @classmethod
+    def from_args(cls, opts) -> ReportOptions:
+        return cls(**{f.name: getattr(opts, f.name) for f in dataclasses.fields(cls) if hasattr(opts, f.name)})
+
 
 EXIT_PASS, EXIT_NOT_PASSED = 0, 1
 DEFAULT_PINS = "pins.toml"
@@ -48,32 +119,32 @@ class Loaded:
     machine: str | None = None
 
 
-def load_sides(args, pins: dict) -> Loaded:
+def load_sides(opts, pins: dict) -> Loaded:
     """The baseline, the candidates (in pins order), the input kind and the machine's batch records."""
     cands_pins = pins.get("candidates", [])
-    b_label = args.baseline_label or pins.get("baseline", {}).get("label", "baseline")
-    if args.baseline_raw or args.candidate_raw:
-        if not (args.baseline_raw and args.candidate_raw):
+    b_label = opts.baseline_label or pins.get("baseline", {}).get("label", "baseline")
+    if opts.baseline_raw or opts.candidate_raw:
+        if not (opts.baseline_raw and opts.candidate_raw):
             raise UsageError("raw input needs both --baseline-raw and --candidate-raw")
-        c_label = args.candidate_label or (cands_pins[0]["label"] if len(cands_pins) == 1 else "candidate")
+        c_label = opts.candidate_label or (cands_pins[0]["label"] if len(cands_pins) == 1 else "candidate")
         if b_label == c_label:
             raise UsageError(f"baseline and candidate share the label {b_label!r}; give each side its own")
-        b = load.load_raw_side(b_label, args.baseline_raw)
-        c = load.load_raw_side(c_label, args.candidate_raw)
+        b = load.load_raw_side(b_label, opts.baseline_raw)
+        c = load.load_raw_side(c_label, opts.candidate_raw)
         load.check_distinct_runs(b, c)
         return Loaded(b, [c], "raw entry JSON", [])
-    conf_path = Path(args.config)
-    if getattr(args, "bundle_manifest", None):
-        m = args.bundle_manifest
+    conf_path = Path(opts.config)
+    if opts.bundle_manifest:
+        m = opts.bundle_manifest
         results_dir, repo = m["root"] / "results", None
-        args.machine = m["machine"]
+        opts.machine = m["machine"]
         sides = m["sides"]
-        args.baseline, b_label = sides[0]["sha"], sides[0]["label"]
+        opts.baseline, b_label = sides[0]["sha"], sides[0]["label"]
         pins = {**pins, "baseline": {"ref": sides[0]["sha"], "label": b_label},
                 "candidates": [{"ref": x["sha"], "label": x["label"]} for x in sides[1:]]}
         cands_pins = pins["candidates"]
-    elif args.results:
-        results_dir, repo = Path(args.results), None
+    elif opts.results:
+        results_dir, repo = Path(opts.results), None
         if not results_dir.is_dir():
             raise UsageError(f"--results {results_dir} is not a directory")
     else:
@@ -82,23 +153,23 @@ def load_sides(args, pins: dict) -> Loaded:
         conf = load_asv_conf(conf_path)
         results_dir = conf_path.resolve().parent / conf.get("results_dir", "results")
         repo = conf_path.resolve().parent / conf["repo"]
-    machine = args.machine
+    machine = opts.machine
     if machine is None and len(load.machines(results_dir)) > 1:
         # the runner's default name for the active profile, when it has results
         profile = os.environ.get("MBAPHASES_PROFILE") or pins.get("profile")
         if profile and default_machine(profile) in load.machines(results_dir):
             machine = default_machine(profile)
     machine = load.pick_machine(results_dir, machine)
-    b_rev = args.baseline or pins.get("baseline", {}).get("ref")
-    if args.candidate:
-        wanted = [(args.candidate_label or "candidate", args.candidate)]
+    b_rev = opts.baseline or pins.get("baseline", {}).get("ref")
+    if opts.candidate:
+        wanted = [(opts.candidate_label or "candidate", opts.candidate)]
         known = {c["ref"]: c["label"] for c in cands_pins}
-        if args.candidate in known and not args.candidate_label:
-            wanted = [(known[args.candidate], args.candidate)]
+        if opts.candidate in known and not opts.candidate_label:
+            wanted = [(known[opts.candidate], opts.candidate)]
     else:
         wanted = [(c["label"], c["ref"]) for c in cands_pins]
-    if args.sides:
-        only = [x.strip() for x in args.sides.split(",") if x.strip()]
+    if opts.sides:
+        only = [x.strip() for x in opts.sides.split(",") if x.strip()]
         unknown = [o for o in only if o not in [lbl for lbl, _ in wanted]]
         if unknown:
             raise UsageError(f"--sides {unknown[0]!r} is not a candidate; valid: {', '.join(lbl for lbl, _ in wanted)}")
@@ -118,61 +189,31 @@ def load_sides(args, pins: dict) -> Loaded:
                 raise UsageError(f"{lbl!r} ({ref}) and {other.label!r} are the same commit {c.revision[:12]}")
         cands.append(c)
     records = sorted((results_dir.parent / "raw-runs" / machine / "batches").glob("*.json"))
-    kind = (f"evidence bundle {args.bundle}" if getattr(args, "bundle_manifest", None)
+    kind = (f"evidence bundle {opts.bundle}" if opts.bundle_manifest
             else f"asv results ({results_dir}, machine {machine})")
     return Loaded(b, cands, kind, [str(r) for r in records], results_dir, machine)
 
 
-def _stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[float, list[str]]:
-    """Runs added until decisive looked at the data repeatedly: the report decides at the
-    confidence per planned look those batches used, and says how many looks were taken."""
-    batches = {bt for s in sides for bt in s.batches.values()}
-    notes = []
-    for path in records:
-        rec = load.read_json_file(Path(path))
-        until = rec.get("until_decisive")
-        if rec.get("batch") in batches and until:
-            confidence = max(confidence, float(until["confidence"]))
-            notes.append(f"batch {rec['batch']} added runs until decisive: {rec.get('looks', 0)} look(s) taken of "
-                         f"{until['planned_looks']} planned; each look at {until['confidence']:.4f} confidence "
-                         f"(the {until['nominal_confidence']:.0%} error split over the planned looks)")
-    return confidence, notes
-
-
 def report_command(args) -> int:
+    opts = ReportOptions.from_args(args)
     bundle_dir = None
-    if getattr(args, "bundle", None):
-        if args.baseline_raw or args.candidate_raw or args.results or args.baseline or args.candidate:
+    if opts.bundle:
+        if opts.baseline_raw or opts.candidate_raw or opts.results or opts.baseline or opts.candidate:
             raise UsageError("--bundle carries its own sides: give no other inputs with it")
         bundle_dir = tempfile.TemporaryDirectory()
-        args.bundle_manifest = bundle_mod.open_bundle(Path(args.bundle), Path(bundle_dir.name))
-        root = args.bundle_manifest["root"]
-        if args.pins is None and (root / "pins.toml").is_file():
-            args.pins = str(root / "pins.toml")
-        if args.exceptions is None and (root / "exceptions.toml").is_file():
-            args.exceptions = str(root / "exceptions.toml")
-        args.reference = args.reference or args.bundle_manifest.get("reference")
+        manifest = bundle_mod.open_bundle(Path(opts.bundle), Path(bundle_dir.name))
+        root = manifest["root"]
+        opts = dataclasses.replace(
+            opts, bundle_manifest=manifest,
+            pins=opts.pins if opts.pins is not None or not (root / "pins.toml").is_file() else str(root / "pins.toml"),
+            exceptions=(opts.exceptions if opts.exceptions is not None or not (root / "exceptions.toml").is_file()
+                        else str(root / "exceptions.toml")),
+            reference=opts.reference or manifest.get("reference"))
     try:
-        return _report(args)[0]
+        return make_report(opts)[0]
     finally:
         if bundle_dir is not None:
             bundle_dir.cleanup()
-
-
-def bundle_command(args) -> int:
-    """The report's sides, raw runs, results, pins and report in one verified archive."""
-    out = inputs.writable_file(Path(args.out), "--out")
-    with tempfile.TemporaryDirectory() as tmp:
-        args.out, args.html, args.quiet = str(Path(tmp) / "report"), None, True
-        args.baseline_raw = args.candidate_raw = None
-        status, made = _report(args)
-        loaded = made.loaded
-        if loaded.results_dir is None:
-            raise UsageError("a bundle is made from asv results (not from raw inputs)")
-        bundle_mod.write(out, [loaded.baseline, *loaded.candidates], loaded.results_dir, loaded.machine,
-                         made.pins_path, made.exceptions_path, Path(tmp) / "report", made.reference, made.history)
-    print(f"bundle: {out} ({out.stat().st_size / 1024:.0f} KiB)")
-    return status
 
 
 @dataclass
@@ -185,15 +226,15 @@ class Made:
     history: list[str] | None
 
 
-def _settings(args, pins: dict, pins_path: Path | None) -> tuple[analysis.Settings, Path | None]:
+def _settings(opts, pins: dict, pins_path: Path | None) -> tuple[analysis.Settings, Path | None]:
     """The report's settings from the command line over the pins, checked (and the exceptions file)."""
     g = pins.get("gate", {})
     s = analysis.Settings(
-        threshold=args.threshold if args.threshold is not None else float(g.get("threshold", rules.DEFAULT_THRESHOLD)),
-        min_runs=args.min_runs if args.min_runs is not None else int(g.get("min_runs", 3)),
-        confidence=args.confidence if args.confidence is not None else float(g.get("confidence", rules.DEFAULT_CONFIDENCE)),
-        dispersion_limit=args.dispersion_limit, cross_machine=args.cross_machine,
-        pinned_cases=pins.get("cases") if not args.baseline_raw else None,
+        threshold=opts.threshold if opts.threshold is not None else float(g.get("threshold", rules.DEFAULT_THRESHOLD)),
+        min_runs=opts.min_runs if opts.min_runs is not None else int(g.get("min_runs", 3)),
+        confidence=opts.confidence if opts.confidence is not None else float(g.get("confidence", rules.DEFAULT_CONFIDENCE)),
+        dispersion_limit=opts.dispersion_limit, cross_machine=opts.cross_machine,
+        pinned_cases=pins.get("cases") if not opts.baseline_raw else None,
         min_share=pins.get("marks", {}).get("min_share", tables.MIN_SHARE),
         margin_share=pins.get("ledger", {}).get("additivity_margin"),
         margin_ms=pins.get("ledger", {}).get("additivity_margin_ms"))
@@ -203,8 +244,8 @@ def _settings(args, pins: dict, pins_path: Path | None) -> tuple[analysis.Settin
     _check_number(s.dispersion_limit, "--dispersion-limit", 0, inclusive=True)
     if s.min_runs < 1:
         raise UsageError(f"--min-runs {s.min_runs} must be >= 1")
-    if args.exceptions:
-        exc_path = Path(args.exceptions)
+    if opts.exceptions:
+        exc_path = Path(opts.exceptions)
     elif g.get("exceptions"):
         exc_path = pins_path.parent / g["exceptions"]
     else:
@@ -212,35 +253,35 @@ def _settings(args, pins: dict, pins_path: Path | None) -> tuple[analysis.Settin
     return s, exc_path
 
 
-def _several(args, pins: dict, s: analysis.Settings, cands: list[Side]) -> None:
+def _several(opts, pins: dict, s: analysis.Settings, cands: list[Side]) -> None:
     """With several candidates: the ledger's reference, the merges and the first-parent order."""
     if len(cands) < 2:
         return
-    s.reference = args.reference or pins.get("reference") or cands[0].label
+    s.reference = opts.reference or pins.get("reference") or cands[0].label
     if s.reference not in [c.label for c in cands]:
         raise UsageError(f"--reference {s.reference!r} is not a candidate; valid: {', '.join(c.label for c in cands)}")
     s.combines = {c["label"]: c["combines"] for c in pins.get("candidates", []) if c.get("combines")}
-    s.history = history_order(args, pins, cands)
+    s.history = history_order(opts, pins, cands)
 
 
-def _report(args) -> tuple[int, Made]:
-    pins, pins_path = _pins(args.pins)
-    settings, exc_path = _settings(args, pins, pins_path)
-    out = inputs.writable_dir(Path(args.out), "--out")
-    html_dir = inputs.writable_dir(Path(args.html), "--html") if args.html else None
+def make_report(opts) -> tuple[int, Made]:
+    pins, pins_path = _pins(opts.pins)
+    settings, exc_path = _settings(opts, pins, pins_path)
+    out = inputs.writable_dir(Path(opts.out), "--out")
+    html_dir = inputs.writable_dir(Path(opts.html), "--html") if opts.html else None
     if html_dir is not None and html_dir.resolve() == out.resolve():
         raise UsageError(f"--out and --html are the same directory {out}; give the page its own")
-    loaded = load_sides(args, pins)
-    if getattr(args, "batch", None):
-        restrict_to_batches(loaded, args.batch)
+    loaded = load_sides(opts, pins)
+    if opts.batch:
+        restrict_to_batches(loaded, opts.batch)
     b, cands = loaded.baseline, loaded.candidates
-    settings.confidence, settings.notes = _stopping(loaded.records, [b, *cands], settings.confidence)
+    settings.confidence, settings.notes = until_decisive.stopping(loaded.records, [b, *cands], settings.confidence)
     settings.input_kind = loaded.kind
     cases = tables.case_order(b, cands[0], settings.pinned_cases)
     for c in cands[1:]:
         cases += [x for x in tables.case_order(b, c, settings.pinned_cases) if x not in cases]
     settings.exceptions = gate_mod.load_exceptions(exc_path, cases)
-    _several(args, pins, settings, cands)
+    _several(opts, pins, settings, cands)
     built = analysis.build_per_hardware(b, cands, settings)
     _write_all(built, out, html_dir, cands)
     overview = built[0][2]
@@ -250,7 +291,7 @@ def _report(args) -> tuple[int, Made]:
         page = html_dir / "index.html"
         link_from_asv(html_dir.parent, html_dir)
     verdict = analysis.overall_verdict([r.verdict for _, reps, _ in built for r in reps])
-    if not args.quiet:
+    if not opts.quiet:
         outputs.print_all(built, out, page, sys.stdout)
     return (EXIT_PASS if verdict == "PASS" else EXIT_NOT_PASSED), made
 
@@ -306,15 +347,15 @@ def restrict_to_batches(loaded: Loaded, spec: str) -> None:
     loaded.baseline, loaded.candidates = keep[0], keep[1:]
 
 
-def history_order(args, pins: dict, cands: list[Side]) -> list[str]:
+def history_order(opts, pins: dict, cands: list[Side]) -> list[str]:
     """The candidates' labels in first-parent order of the last one's history (asv's line)."""
-    manifest = getattr(args, "bundle_manifest", None)
+    manifest = opts.bundle_manifest
     if manifest:
         return manifest.get("history") or [c.label for c in cands]
-    if args.baseline_raw or args.results:
+    if opts.baseline_raw or opts.results:
         return [c.label for c in cands]
 
-    conf_path = Path(args.config)
+    conf_path = Path(opts.config)
     repo = conf_path.resolve().parent / load_asv_conf(conf_path)["repo"]
 
     p = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", cands[-1].revision],

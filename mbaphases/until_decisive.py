@@ -1,0 +1,133 @@
+"""Runs added until decisive, in one home: the plan (how many looks, at which confidence each),
+the rounds `mbaphases run --until-decisive` adds (for the candidates with an INCONCLUSIVE case,
+and one replacement round for sides with runs flagged BUSY or STEAL), and what the report makes
+of a batch that looked repeatedly."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from mbaphases import comparable, inputs, load
+from mbaphases import gate as gate_mod
+from mbaphases.errors import UsageError
+from mbaphases.side import Side
+from mbaphases.stats import rules
+
+
+def plan(pins: dict, runs: int, max_runs: int, budget_min: float) -> dict:
+    """The batch record's ``until_decisive``: looking repeatedly inflates the error, so it is split
+    evenly over the planned looks (Bonferroni, mbaphases.stats.rules.split_confidence)."""
+    if max_runs < runs:
+        raise UsageError(f"--max-runs {max_runs} must be >= the pinned runs ({runs})")
+    if not (budget_min > 0):  # NaN compares false: refused too
+        raise UsageError(f"--budget-min {budget_min} must be > 0")
+    g = pins.get("gate", {})
+    confidence = float(g.get("confidence", rules.DEFAULT_CONFIDENCE))
+    looks = max_runs - runs + 1
+    return {"max_runs": max_runs, "budget_s": 60 * budget_min, "planned_looks": looks,
+            "confidence": rules.split_confidence(confidence, looks), "nominal_confidence": confidence,
+            "threshold": float(g.get("threshold", rules.DEFAULT_THRESHOLD))}
+
+
+def add_rounds(until: dict, conf_path: Path, pins: dict, sides: list[dict], machine: str, names: dict,
+               record: dict, started: float, runs: int, rc: int, run_round, metas, out) -> tuple[int, int]:
+    """After the pinned runs: one interleaved round at a time while a candidate has an INCONCLUSIVE
+    case (or the first look finds flagged runs), within the runs and time of the plan. ``run_round(order,
+    number)`` runs one round of those SHAs; ``metas()`` lists this batch's run metas. Returns (runs per
+    side done, the rounds' exit status)."""
+    done_runs, looks, replaced = runs, 0, False
+    while True:
+        looks += 1
+        open_cases = undecided(conf_path, pins, sides, machine, until, out)
+        record["looks"] = looks
+        # a run another process or the hypervisor disturbed stays in; its sides get one
+        # replacement round, so no verdict has to rest on it alone
+        flagged = [] if replaced else flagged_sides(sides, metas())
+        if not open_cases and not flagged:
+            print(f"[until decisive] look {looks}: every case decided after {done_runs} runs per side",
+                  file=out, flush=True)
+            break
+        what = (f"{len(open_cases)} case(s) still INCONCLUSIVE" if open_cases else
+                f"no replacement round for the flagged runs of {', '.join(x['label'] for x in flagged)}")
+        if done_runs >= until["max_runs"]:
+            print(f"[until decisive] stopping at --max-runs {until['max_runs']}: {what}", file=out, flush=True)
+            break
+        if time.time() - started >= until["budget_s"]:
+            print(f"[until decisive] stopping: time budget of {until['budget_s']:.0f} s spent; {what}",
+                  file=out, flush=True)
+            break
+        done_runs += 1
+        if flagged:
+            replaced = True
+            record["replacement_round"] = {"round": done_runs, "sides": [x["label"] for x in flagged]}
+            print(f"[until decisive] replacement round for flagged runs: {', '.join(x['label'] for x in flagged)}",
+                  file=out, flush=True)
+        round_shas = [x["sha"] for x in sides if x in flagged or x in sides_for_round(sides, open_cases)]
+        # rotated every round and reversed every other: no side always first or after one neighbour
+        k = done_runs % len(round_shas)
+        order = round_shas[k:] + round_shas[:k]
+        print(f"[until decisive] round {done_runs}: {', '.join(names[x] for x in order)}", file=out, flush=True)
+        rc = run_round(order if done_runs % 2 else order[::-1], done_runs) or rc
+    return done_runs, rc
+
+
+def sides_for_round(sides: list[dict], open_cases: list[tuple[str, str]]) -> list[dict]:
+    """The sides an extra round runs: the candidates with an open case and the baseline they
+    are compared with; a decided candidate gets no more runs."""
+    open_labels = {label for label, _ in open_cases}
+    return [x for x in sides if x["role"] == "baseline" or x["label"] in open_labels]
+
+
+def flagged_sides(sides: list[dict], metas: list[dict]) -> list[dict]:
+    """The sides whose runs in this batch were flagged (BUSY, STEAL), with the baseline whenever
+    any is: a replacement run of a candidate is compared with the baseline's runs of the same
+    batch; a flagged baseline run touches every candidate's comparison, so then every side."""
+    disturbed = {m["commit"] for m in metas if load.run_flags(m)}
+    if not disturbed:
+        return []
+    if sides[0]["sha"] in disturbed:
+        return list(sides)
+    return [x for x in sides if x["role"] == "baseline" or x["sha"] in disturbed]
+
+
+def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict, out) -> list[tuple[str, str]]:
+    """(candidate, case) still INCONCLUSIVE, at the confidence per planned look; compared as the
+    report compares them (per hardware, inside the batches both sides ran in)."""
+    conf = inputs.load_asv_conf(conf_path)
+    results_dir = conf_path.parent / conf.get("results_dir", "results")
+    repo = conf_path.parent / conf["repo"]
+    base = load.load_asv_side(sides[0]["label"], sides[0]["sha"], results_dir, machine, repo)
+    open_cases = []
+    for cand in sides[1:]:
+        side = load.load_asv_side(cand["label"], cand["sha"], results_dir, machine, repo)
+        rows = []
+        for unit in comparable.by_hardware(base, [side], 1):
+            paired_base, paired, _ = comparable.pair(unit.baseline, unit.candidates[0])
+            rows += gate_mod.evaluate(paired_base, paired, pins["cases"], until["threshold"], 1, {},
+                                      confidence=until["confidence"])
+        for row in rows:
+            if row["gate"] == "INCONCLUSIVE" and (cand["label"], row["case"]) not in open_cases:
+                lo, hi = row["lower"], row["upper"]
+                span = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "n/a"
+                print(f"[until decisive] {cand['label']} {row['case']}: INCONCLUSIVE, interval {span}",
+                      file=out, flush=True)
+                open_cases.append((cand["label"], row["case"]))
+    return open_cases
+
+
+
+
+def stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[float, list[str]]:
+    """Runs added until decisive looked at the data repeatedly: the report decides at the
+    confidence per planned look those batches used, and says how many looks were taken."""
+    batches = {bt for s in sides for bt in s.batches.values()}
+    notes = []
+    for path in records:
+        rec = load.read_json_file(Path(path))
+        until = rec.get("until_decisive")
+        if rec.get("batch") in batches and until:
+            confidence = max(confidence, float(until["confidence"]))
+            notes.append(f"batch {rec['batch']} added runs until decisive: {rec.get('looks', 0)} look(s) taken of "
+                         f"{until['planned_looks']} planned; each look at {until['confidence']:.4f} confidence "
+                         f"(the {until['nominal_confidence']:.0%} error split over the planned looks)")
+    return confidence, notes
