@@ -18,6 +18,8 @@ from mbaphases import page as page_mod
 from mbaphases.demo_repo import generate
 from mbaphases.runner import pyspy_path
 
+pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+
 ENTRY = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
 CASE = "sac/g1_motion_tracking/mujoco"
 RUNS = 3

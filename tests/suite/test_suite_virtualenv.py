@@ -6,11 +6,14 @@ import re
 import subprocess
 import sys
 
+import pytest
 from asv import results as asv_results
 from test_suite_asv import make_suite, run_mbaphases
 from test_suite_sides import CASES
 
 from mbaphases.demo_repo import generate
+
+pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
 
 
 def test_field_profile_builds_a_virtualenv_and_runs_both_sides(tmp_path):

@@ -14,7 +14,9 @@ from asv import results as asv_results
 
 from mbaphases.demo_repo import generate
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+
+ROOT = Path(__file__).resolve().parents[2]
 CASES = 7
 METRICS = ("entry_time_per_million_steps", "entry_active_time", "entry_env_step", "entry_physics", "entry_step_core",
            "entry_update_state", "entry_reset_done", "entry_replay", "entry_bookkeeping", "entry_resets_per_step")

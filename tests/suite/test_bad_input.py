@@ -15,7 +15,7 @@ import pytest
 
 from mbaphases import analysis, cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CASE = "sac/g1_walk_flat/mujoco"
 PINS = (ROOT / "pins.toml").read_text()
 

@@ -11,8 +11,10 @@ from test_suite_asv import make_suite, run_mbaphases
 
 from mbaphases.demo_repo import IDENTITY, generate
 
+pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+
 CASE = "sac/g1_motion_tracking/mujoco"
-# the known-answer sizes (tests/test_demo_history.py) at 40 measured steps: one physics thread,
+# the known-answer sizes (tests/suite/test_demo_history.py) at 40 measured steps: one physics thread,
 # episodes of 5 control steps; a search adds batches until decisive instead
 PROFILE = """
 [profiles.bisect]

@@ -14,7 +14,7 @@ import pytest
 from mbaphases import analysis, load, plots
 from mbaphases import page as page_mod
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CASES = ["sac/g1_walk_flat/mujoco", "sac/g1_walk_flat/motrix", "flashsac/go2_joystick_flat/mujoco"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -17,6 +17,8 @@ import pytest
 from mbaphases import ledger, load
 from mbaphases.demo_repo import HISTORY, OPTIMIZATIONS, generate
 
+pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+
 CASE = "sac/g1_motion_tracking/mujoco"
 ROUNDS = 12
 ROUNDS_PER_BATCH = 4  # as the suite's batches: one `mbaphases run` of a few interleaved rounds
