@@ -294,26 +294,15 @@ def run_entry(pins: dict) -> dict:
         target, entry_rel, missing = None, None, str(e)
     commit = os.environ.get("ASV_COMMIT") or os.environ.get("MBAPHASES_COMMIT") or "unknown"
     machine = machine_name()
-    raw_root = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs")
-    out_dir = raw_root / machine / commit
+    out_dir = Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs") / machine / commit
     env_now = environment()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    k = 1 + sum(1 for _ in out_dir.glob("run*.meta.json"))
-    while (out_dir / f"run{k}.meta.json").exists():
-        k += 1
-    stem = out_dir / f"run{k}"
+    k, stem = _next_run(out_dir)
     # one `mbaphases run` is one batch; runs from plain asv are grouped by the day they ran
     batch = os.environ.get("MBAPHASES_BATCH") or f"asv-{time.strftime('%Y-%m-%d')}"
     meta = {"machine": machine, "commit": commit, "run": k, "batch": batch, "profile": prof, "cases": pins["cases"],
             "baseline": pins["baseline"], "candidates": pins.get("candidates") or [pins.get("candidate")],
             "version": pins_version(pins)}
-    cmd = [sys.executable, entry_rel or "(no entry)", "--cases", ",".join(pins["cases"]),
-           "--num-envs", str(prof["num_envs"]), "--warmup-steps", str(prof["warmup_steps"]),
-           "--measure-steps", str(prof["measure_steps"]),
-           "--replay-capacity-steps", str(prof["replay_capacity_steps"]),
-           "--out-json", f"{stem}.json", "--out-csv", f"{stem}.csv", "--continue-on-error"]
-    for override in prof.get("overrides", []):
-        cmd += ["--override", override]
+    cmd = _entry_command(pins, entry_rel, stem)
     env = {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": str(prof["torch_threads"])}
     meta["command"] = cmd
     with hold_formal_run_lock(f"entry run {stem}") as lock:
@@ -340,9 +329,41 @@ def run_entry(pins: dict) -> dict:
         # how this side's environment was made: its lock's hash and what got installed
         meta["environment"]["install"] = json.loads(install.read_text())
     Path(f"{stem}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    doc = None
-    if Path(f"{stem}.json").is_file():
-        doc = json.loads(Path(f"{stem}.json").read_text())
+    results, errors = _case_outcomes(pins["cases"], Path(f"{stem}.json"), proc)
+    meta["failed_cases"] = errors
+    Path(f"{stem}.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    if os.environ.get("MBAPHASES_PROFILE_FUNCTIONS") == "1" and target is not None:
+        # after the measured run has ended, in processes of their own: never a sample
+        profile_functions(pins, target, entry_rel, out_dir / "profile" / batch, env)
+    return {"run": k, "results": results, "errors": errors}
+
+
+def _next_run(out_dir: Path) -> tuple[int, Path]:
+    """The next run number under ``out_dir`` (never one already used) and its files' stem."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    k = 1 + sum(1 for _ in out_dir.glob("run*.meta.json"))
+    while (out_dir / f"run{k}.meta.json").exists():
+        k += 1
+    return k, out_dir / f"run{k}"
+
+
+def _entry_command(pins: dict, entry_rel: str | None, stem: Path) -> list[str]:
+    """The entry's command line for the active profile, writing its JSON and CSV at ``stem``."""
+    prof = pins["active_profile"]
+    cmd = [sys.executable, entry_rel or "(no entry)", "--cases", ",".join(pins["cases"]),
+           "--num-envs", str(prof["num_envs"]), "--warmup-steps", str(prof["warmup_steps"]),
+           "--measure-steps", str(prof["measure_steps"]),
+           "--replay-capacity-steps", str(prof["replay_capacity_steps"]),
+           "--out-json", f"{stem}.json", "--out-csv", f"{stem}.csv", "--continue-on-error"]
+    for override in prof.get("overrides", []):
+        cmd += ["--override", override]
+    return cmd
+
+
+def _case_outcomes(cases: list[str], out_json: Path, proc) -> tuple[dict, dict]:
+    """Per case: its result, or why it failed (every pinned case is one or the other: a case the
+    entry did not report failed with the entry's last line)."""
+    doc = json.loads(out_json.read_text()) if out_json.is_file() else None
     results, errors = {}, {}
     for r in (doc or {}).get("results", []):
         c = r["case"]
@@ -356,15 +377,10 @@ def run_entry(pins: dict) -> dict:
     for e in (doc or {}).get("errors", []):
         errors[e["case"]] = f"{e['type']}: {e['message']}"
     tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
-    for case in pins["cases"]:
+    for case in cases:
         if case not in results and case not in errors:
             errors[case] = f"entry exit {proc.returncode}: {tail[0]}"
-    meta["failed_cases"] = errors
-    Path(f"{stem}.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    if os.environ.get("MBAPHASES_PROFILE_FUNCTIONS") == "1" and target is not None:
-        # after the measured run has ended, in processes of their own: never a sample
-        profile_functions(pins, target, entry_rel, out_dir / "profile" / batch, env)
-    return {"run": k, "results": results, "errors": errors}
+    return results, errors
 
 
 PROFILE_RATE_HZ = 500  # pins profile_rate_hz overrides: py-spy stops the target for every native unwind

@@ -18,6 +18,7 @@ import math
 import numbers
 import statistics
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -383,6 +384,37 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     commit without raw runs (results taken by plain ``asv run``)."""
     results_dir = Path(results_dir)
     sha = resolve_revision(rev, results_dir, machine, repo)
+    asv_rows, version = _asv_samples(label, sha, results_dir, machine)
+    side = Side(label, sha, pd.DataFrame(columns=["run", "case", "metric", "value"]),
+                pd.DataFrame(columns=["run", "case", "message"]))
+    side.sources = [str(results_dir / machine)]
+    side.pins = {"benchmark_version": version}
+    raw = Path(raw_dir or results_dir.parent / "raw-runs") / machine / sha
+    runs = _raw_runs(raw, side)
+    side.failed = pd.DataFrame(runs.fails, columns=["run", "case", "message"])
+    side.alignment = runs.alignment
+    if runs.names:
+        side.values = pd.DataFrame(runs.rows, columns=["run", "case", "metric", "value"])
+        side.batches, side.run_hardware = runs.batches, runs.hardware
+        side.run_flags = {run: f for run, f in runs.flags.items() if f}
+        side.notes += _mirror_notes(side.values, pd.DataFrame(asv_rows, columns=side.values.columns))
+    else:
+        # no raw runs (a plain asv run): asv's samples, whose runs' batch and hardware are unknown
+        if not asv_rows:
+            raise UsageError(f"side {label!r}: no collector samples and no raw runs for {sha[:8]} on {machine}")
+        side.values = pd.DataFrame(asv_rows, columns=["run", "case", "metric", "value"])
+        side.notes.append("per-run values from asv's samples: no raw runs beside them (batches unknown)")
+    side.notes += [f"{run}: {note}" for run, f in runs.flags.items() for note in f]
+    if runs.hardware:
+        side.hardware = runs.hardware[runs.names[-1]]
+    side.profiles = side_profiles(raw / "profile")
+    return side
+
+
+def _asv_samples(label: str, sha: str, results_dir: Path, machine: str) -> tuple[list[dict], str]:
+    """asv's samples of one commit as rows (a mirror of the raw runs), and the benchmark version
+    its result names (results/benchmarks.json only describes the newest discovery, which another
+    profile's run may have written)."""
     found = _asv_results(results_dir, machine, sha[:8])
     if not found:
         raise UsageError(f"side {label!r}: no asv results for {sha[:8]} on {machine}")
@@ -390,9 +422,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
         raise UsageError(f"side {label!r}: {len(found)} environments have results for {sha[:8]}; keep one")
     res = found[0]
     res_path = results_dir / machine / f"{sha[:8]}-{res.env_name}.json"
-    # the stored result names its own benchmark version; results/benchmarks.json only describes
-    # the newest discovery, which another profile's run may have written
-    asv_rows, versions = [], set()
+    rows, versions = [], set()
     for track, (metric, convert) in ASV_TRACKS.items():
         key = f"{ASV_CLASS}.{track}"
         if key not in res.get_all_result_keys():
@@ -406,63 +436,63 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
                     continue  # a failed run (throughput) or a metric the target does not report
                 where = f"{track} sample {k + 1} of {case}"
                 value = _number(value, str(res_path), where, positive=metric == "throughput")
-                asv_rows.append({"run": f"r{k + 1}", "case": case, "metric": metric, "value": convert(value)})
+                rows.append({"run": f"r{k + 1}", "case": case, "metric": metric, "value": convert(value)})
     if not versions:
         raise UsageError(f"side {label!r}: no collector results for {sha[:8]} on {machine}")
     if len(versions) > 1:
         raise UsageError(f"{sha[:8]}: mixed benchmark versions {sorted(map(str, versions))}")
-    side = Side(label, sha, pd.DataFrame(columns=["run", "case", "metric", "value"]),
-                pd.DataFrame(columns=["run", "case", "message"]))
-    side.sources = [str(results_dir / machine)]
-    side.pins = {"benchmark_version": next(iter(versions))}
-    raw = Path(raw_dir or results_dir.parent / "raw-runs") / machine / sha
+    return rows, next(iter(versions))
+
+
+@dataclass
+class _RawRuns:
+    """What a commit's raw runs (of the side's benchmark version) hold, run by run."""
+    names: list[str] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)
+    fails: list[dict] = field(default_factory=list)
+    alignment: dict = field(default_factory=dict)
+    hardware: dict = field(default_factory=dict)
+    flags: dict = field(default_factory=dict)
+    batches: dict = field(default_factory=dict)
+
+
+def _raw_runs(raw: Path, side: Side) -> _RawRuns:
+    """The raw runs under ``raw`` of the side's benchmark version; the side's environment, pins,
+    sources and notes follow the runs read."""
+    out = _RawRuns()
     metas = sorted(raw.glob("run*.meta.json"), key=lambda m: int(m.name.split(".")[0].removeprefix("run")))
-    fails, align, raw_rows, run_names, hardware, flags, batches = [], {}, [], [], {}, {}, {}
     for meta_path in metas:
         meta = read_json_file(meta_path)
         if meta.get("version") != side.pins["benchmark_version"]:
             continue  # a run under other pinned parameters: kept on disk, not mixed in
         run = f"run{meta['run']}"
-        run_names.append(run)
+        out.names.append(run)
         if meta.get("batch"):
-            batches[run] = meta["batch"]
-        fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
+            out.batches[run] = meta["batch"]
+        out.fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
         env = side.environment or {}
-        hardware[run] = {"machine": meta.get("machine"), **{k: env[k] for k in HARDWARE_FIELDS if k in env}}
+        out.hardware[run] = {"machine": meta.get("machine"), **{k: env[k] for k in HARDWARE_FIELDS if k in env}}
         side.pins = {"benchmark_version": meta["version"], **meta.get("profile", {})}
-        flags[run] = run_flags(meta)
+        out.flags[run] = run_flags(meta)
         raw_json = meta_path.with_name(f"run{meta['run']}.json")
         if raw_json.exists():
-            raw_doc, had_nan = _entry_json(read_text(raw_json, "raw run"), raw_json)
-            if had_nan and not any("bare NaN" in n for n in side.notes):
-                side.notes.append(f"{raw_json}: bare NaN in the entry's JSON read as null (the field writes them)")
-            for fix in (raw_doc.get("provenance") or {}).get("config_fixes") or []:
-                note = (f"config fix {fix['name']} applied to {fix['case']} (releases {fix['releases']}): "
-                        f"{' '.join(fix['overrides'])}; {fix['reason']}")
-                if note not in side.notes:
-                    side.notes.append(note)
-            values, _, a = entry_run_values(raw_doc, str(raw_json))
-            _merge_alignment(align, a, str(raw_json))
-            raw_rows += [{"run": run, "case": c, "metric": m, "value": x}
-                         for c, v in values.items() for m, x in v.items()]
+            out.rows += _raw_json_rows(raw_json, run, side, out.alignment)
         side.sources.append(str(meta_path))
-    side.failed = pd.DataFrame(fails, columns=["run", "case", "message"])
-    side.alignment = align
-    if run_names:
-        side.values = pd.DataFrame(raw_rows, columns=["run", "case", "metric", "value"])
-        side.batches, side.run_hardware = batches, hardware
-        side.run_flags = {run: f for run, f in flags.items() if f}
-        side.notes += _mirror_notes(side.values, pd.DataFrame(asv_rows, columns=side.values.columns))
-    else:
-        # no raw runs (a plain asv run): asv's samples, whose runs' batch and hardware are unknown
-        if not asv_rows:
-            raise UsageError(f"side {label!r}: no collector samples and no raw runs for {sha[:8]} on {machine}")
-        side.values = pd.DataFrame(asv_rows, columns=["run", "case", "metric", "value"])
-        side.notes.append("per-run values from asv's samples: no raw runs beside them (batches unknown)")
-    side.notes += [f"{run}: {note}" for run, f in flags.items() for note in f]
-    if hardware:
-        side.hardware = hardware[run_names[-1]]
+    return out
 
-    side.profiles = side_profiles(raw / "profile")
-    return side
+
+def _raw_json_rows(raw_json: Path, run: str, side: Side, alignment: dict) -> list[dict]:
+    """One raw entry JSON's values as rows, its alignment keys merged in; the side's notes say
+    what was read specially (bare NaN as null, config fixes the entry applied)."""
+    raw_doc, had_nan = _entry_json(read_text(raw_json, "raw run"), raw_json)
+    if had_nan and not any("bare NaN" in n for n in side.notes):
+        side.notes.append(f"{raw_json}: bare NaN in the entry's JSON read as null (the field writes them)")
+    for fix in (raw_doc.get("provenance") or {}).get("config_fixes") or []:
+        note = (f"config fix {fix['name']} applied to {fix['case']} (releases {fix['releases']}): "
+                f"{' '.join(fix['overrides'])}; {fix['reason']}")
+        if note not in side.notes:
+            side.notes.append(note)
+    values, _, a = entry_run_values(raw_doc, str(raw_json))
+    _merge_alignment(alignment, a, str(raw_json))
+    return [{"run": run, "case": c, "metric": m, "value": x} for c, v in values.items() for m, x in v.items()]

@@ -245,10 +245,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     conf_path = Path(conf_path).resolve()
     conf = inputs.load_asv_conf(conf_path)
     suite_dir = conf_path.parent
-    repo = conf["repo"]
-    repo_path = (suite_dir / repo) if not re.match(r"^\w+://", repo) else None
-    if repo_path is not None and not repo_path.exists():
-        raise UsageError(f"target repository {repo_path} not found (make it with: mbaphases demo-repo)")
+    repo_path = _local_repo(conf, suite_dir)
     if runs < 1:
         raise UsageError(f"--runs {runs} must be >= 1")
     profile = pins["active_profile"]["name"]
@@ -265,12 +262,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     batch = f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{os.getpid()}"
     progress_file = suite_dir / ".asv" / f"progress-{batch}.json"
     progress_file.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "MBAPHASES_PROFILE": profile, "MBAPHASES_MACHINE": machine,
-           "MBAPHASES_PINS": pins["path"], "MBAPHASES_CASES": ",".join(pins["cases"]),
-           "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch,
-           "MBAPHASES_PROGRESS": str(progress_file),
-           **({"MBAPHASES_ALLOW_OTHER_HARDWARE": "1"} if allow_other_hardware else {}),
-           **({"MBAPHASES_PROFILE_FUNCTIONS": "1", "MBAPHASES_PYSPY": pyspy_path()} if profile_functions else {})}
+    env = _batch_env(pins, machine, raw_dir, batch, progress_file, allow_other_hardware, profile_functions)
     ensure_machine(conf_path, machine)
     print(f"batch {batch}", file=out, flush=True)
     shas = [x["sha"] for x in sides]
@@ -305,7 +297,34 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         rc = 130
     finally:
         progress_file.unlink(missing_ok=True)
-    metas = run_meta(raw_dir, machine, started)
+    return _finish_batch(record, raw_dir / machine, started, names, done_runs, runs_by_side, rc, out)
+
+
+def _local_repo(conf: dict, suite_dir: Path) -> Path | None:
+    """The target repository on this machine (None: a URL asv clones)."""
+    repo = conf["repo"]
+    repo_path = (suite_dir / repo) if not re.match(r"^\w+://", repo) else None
+    if repo_path is not None and not repo_path.exists():
+        raise UsageError(f"target repository {repo_path} not found (make it with: mbaphases demo-repo)")
+    return repo_path
+
+
+def _batch_env(pins: dict, machine: str, raw_dir: Path, batch: str, progress_file: Path,
+               allow_other_hardware: bool, profile_functions: bool) -> dict:
+    """What every entry run of the batch is told: profile, machine, pins, cases, where raw runs go,
+    the batch, the live progress file; and whether to append to other hardware or profile."""
+    return {**os.environ, "MBAPHASES_PROFILE": pins["active_profile"]["name"], "MBAPHASES_MACHINE": machine,
+            "MBAPHASES_PINS": pins["path"], "MBAPHASES_CASES": ",".join(pins["cases"]),
+            "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch,
+            "MBAPHASES_PROGRESS": str(progress_file),
+            **({"MBAPHASES_ALLOW_OTHER_HARDWARE": "1"} if allow_other_hardware else {}),
+            **({"MBAPHASES_PROFILE_FUNCTIONS": "1", "MBAPHASES_PYSPY": pyspy_path()} if profile_functions else {})}
+
+
+def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, done_runs: int,
+                  runs_by_side: dict, rc: int, out) -> int:
+    """The batch's end: failures and flagged runs said, the batch record written, the exit status."""
+    metas = run_meta(machine_dir.parent, machine_dir.name, started)
     failures, warnings = summarize(metas, names)
     for line in warnings + failures:
         print(line, file=out)
@@ -313,11 +332,11 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     wall_s = time.time() - started
     record.update(ended=time.time(), runs_per_side=done_runs, runs_by_side=runs_by_side, entry_seconds=entry_s,
                   wall_seconds=wall_s, entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas))
-    batches = raw_dir / machine / "batches"
+    batches = machine_dir / "batches"
     batches.mkdir(parents=True, exist_ok=True)
-    (batches / f"{batch}.json").write_text(json.dumps(record, indent=2) + "\n")
+    (batches / f"{record['batch']}.json").write_text(json.dumps(record, indent=2) + "\n")
     expected = sum(runs_by_side.values())
-    print(f"{len(metas)} of {expected} runs recorded under {raw_dir / machine}; "
+    print(f"{len(metas)} of {expected} runs recorded under {machine_dir}; "
           f"{len(failures)} failed case-runs; asv exit {rc}", file=out)
     print(f"entry time {entry_s:.0f} s of {wall_s:.0f} s wall ({entry_s / wall_s:.0%} inside the entry processes)"
           if wall_s else "", file=out)

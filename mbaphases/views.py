@@ -142,6 +142,12 @@ def share_text(x, lower, upper) -> str:
 
 def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
     """The human-readable tables (strings), in the seed's style."""
+    return {"gate": _gate_view(rep), "throughput": _throughput_view(rep), "phases": _phases_view(rep),
+            "attribution": _attribution_view(rep), "dispersion": _dispersion_view(rep),
+            "environment": _environment_view(rep), "functions": _functions_view(rep)}
+
+
+def _throughput_view(rep: Report) -> pd.DataFrame:
     t = rep.throughput
     thr = pd.DataFrame({
         "case": t.case,
@@ -151,11 +157,19 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
         "ratio (median)": [_num(r, "{:.3f}") for r in t.ratio],
         "runs": [f"{nb} / {nc}" for nb, nc in zip(t.baseline_runs, t.candidate_runs)],
     })
+    return thr
+
+
+def _phases_view(rep: Report) -> pd.DataFrame:
     p = rep.phases
     ph = pd.DataFrame({"case": p.case})
     for key, label in PHASE_LABELS.items():
         fmt = "{:.2f}"
         ph[label] = [f"{_num(x, fmt)} → {_num(y, fmt)}" for x, y in zip(p[f"{key}_baseline"], p[f"{key}_candidate"])]
+    return ph
+
+
+def _attribution_view(rep: Report) -> pd.DataFrame:
     a = rep.attribution
     at = pd.DataFrame({"case": a.case})
     if "delta_sum_ms" in a:
@@ -169,6 +183,10 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
                                  small=r.get(f"{k}_small"))
                      + f"; share {share_text(r.get(f'{k}_share'), r.get(f'{k}_share_lower'), r.get(f'{k}_share_upper'))}"
                      for r in recs]
+    return at
+
+
+def _dispersion_view(rep: Report) -> pd.DataFrame:
     d = rep.dispersion
     flags = []
     for w, dr, tr in zip(d.get("wide", [False] * len(d)), d.get("drift", [False] * len(d)),
@@ -185,6 +203,10 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
         "flagged runs": [x if isinstance(x, str) else "" for x in d.get("flagged_runs", [""] * len(d))],
         "batches": [x if isinstance(x, str) else "" for x in d.get("batches", [""] * len(d))],
     })
+    return di
+
+
+def _gate_view(rep: Report) -> pd.DataFrame:
     g = rep.gate
     ga = pd.DataFrame({
         "case": g.case, "gate": g.gate, "threshold": [f"{x:.2f}" for x in g.threshold],
@@ -196,9 +218,17 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
         "without flagged runs": [robustness_text(r) for r in g.to_dict("records")],
         "note": g.note,
     })
+    return ga
+
+
+def _environment_view(rep: Report) -> pd.DataFrame:
     e = rep.environment
     env = pd.DataFrame({"": ["≠" if x else "" for x in e.differs], "key": e.key,
                         rep.baseline.label: e.baseline.astype(str), rep.candidate.label: e.candidate.astype(str)}) if len(e) else e
+    return env
+
+
+def _functions_view(rep: Report) -> pd.DataFrame:
     f = rep.functions
     fn = pd.DataFrame({
         "case": f.case, "phase": f.phase, "#": f["rank"],
@@ -210,8 +240,7 @@ def view_tables(rep: Report) -> dict[str, pd.DataFrame]:
         "total ms (baseline → candidate)": [f"{_num(x, '{:.3f}')} → {_num(y, '{:.3f}')}"
                                             for x, y in zip(f.total_baseline_ms, f.total_candidate_ms)],
     }) if len(f) else pd.DataFrame()
-    return {"gate": ga, "throughput": thr, "phases": ph, "attribution": at, "dispersion": di, "environment": env,
-            "functions": fn}
+    return fn
 
 
 def decision_block(rep: Report) -> str:

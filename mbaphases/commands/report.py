@@ -119,53 +119,109 @@ class Loaded:
     machine: str | None = None
 
 
-def load_sides(opts, pins: dict) -> Loaded:
+def load_sides(opts: ReportOptions, pins: dict) -> Loaded:
     """The baseline, the candidates (in pins order), the input kind and the machine's batch records."""
+    if opts.baseline_raw or opts.candidate_raw:
+        return _raw_sides(opts, pins)
+    source = _stored_source(opts, pins)
+    machine = _machine(opts.machine if source.machine is None else source.machine, source.results_dir, pins)
+    b_label, b_rev, wanted = _wanted_sides(opts, source.pins)
+    b = load.load_asv_side(b_label, b_rev, source.results_dir, machine, source.repo)
+    cands = []
+    for lbl, ref in wanted:
+        c = load.load_asv_side(lbl, ref, source.results_dir, machine, source.repo)
+        for other in [b, *cands]:
+            if other.revision == c.revision:
+                raise UsageError(f"{lbl!r} ({ref}) and {other.label!r} are the same commit {c.revision[:12]}")
+        cands.append(c)
+    records = sorted((source.results_dir.parent / "raw-runs" / machine / "batches").glob("*.json"))
+    kind = (f"evidence bundle {opts.bundle}" if opts.bundle_manifest
+            else f"asv results ({source.results_dir}, machine {machine})")
+    return Loaded(b, cands, kind, [str(r) for r in records], source.results_dir, machine)
+
+
+def _raw_sides(opts: ReportOptions, pins: dict) -> Loaded:
+    """Two sides from raw entry JSON files, one file per run."""
+    if not (opts.baseline_raw and opts.candidate_raw):
+        raise UsageError("raw input needs both --baseline-raw and --candidate-raw")
     cands_pins = pins.get("candidates", [])
     b_label = opts.baseline_label or pins.get("baseline", {}).get("label", "baseline")
-    if opts.baseline_raw or opts.candidate_raw:
-        if not (opts.baseline_raw and opts.candidate_raw):
-            raise UsageError("raw input needs both --baseline-raw and --candidate-raw")
-        c_label = opts.candidate_label or (cands_pins[0]["label"] if len(cands_pins) == 1 else "candidate")
-        if b_label == c_label:
-            raise UsageError(f"baseline and candidate share the label {b_label!r}; give each side its own")
-        b = load.load_raw_side(b_label, opts.baseline_raw)
-        c = load.load_raw_side(c_label, opts.candidate_raw)
-        load.check_distinct_runs(b, c)
-        return Loaded(b, [c], "raw entry JSON", [])
-    conf_path = Path(opts.config)
+    c_label = opts.candidate_label or (cands_pins[0]["label"] if len(cands_pins) == 1 else "candidate")
+    if b_label == c_label:
+        raise UsageError(f"baseline and candidate share the label {b_label!r}; give each side its own")
+    b = load.load_raw_side(b_label, opts.baseline_raw)
+    c = load.load_raw_side(c_label, opts.candidate_raw)
+    load.check_distinct_runs(b, c)
+    return Loaded(b, [c], "raw entry JSON", [])
+
+
+@dataclass
+class _Source:
+    """Where stored sides are read: asv's results, the repository that names their commits (None:
+    SHAs only), the pins that name the sides, and the machine a bundle fixes."""
+    results_dir: Path
+    repo: Path | None
+    pins: dict
+    machine: str | None = None
+
+
+def _stored_source(opts: ReportOptions, pins: dict) -> _Source:
     if opts.bundle_manifest:
         m = opts.bundle_manifest
-        results_dir, repo = m["root"] / "results", None
-        opts.machine = m["machine"]
         sides = m["sides"]
-        opts.baseline, b_label = sides[0]["sha"], sides[0]["label"]
-        pins = {**pins, "baseline": {"ref": sides[0]["sha"], "label": b_label},
-                "candidates": [{"ref": x["sha"], "label": x["label"]} for x in sides[1:]]}
-        cands_pins = pins["candidates"]
-    elif opts.results:
-        results_dir, repo = Path(opts.results), None
+        # the bundle's own sides, by SHA: they replace the pins' refs
+        return _Source(m["root"] / "results", None,
+                       {**pins, "baseline": {"ref": sides[0]["sha"], "label": sides[0]["label"]},
+                        "candidates": [{"ref": x["sha"], "label": x["label"]} for x in sides[1:]]},
+                       m["machine"])
+    if opts.results:
+        results_dir = Path(opts.results)
         if not results_dir.is_dir():
             raise UsageError(f"--results {results_dir} is not a directory")
-    else:
-        if not conf_path.is_file():
-            raise UsageError(f"asv config {conf_path} not found; pass --results or raw inputs")
-        conf = load_asv_conf(conf_path)
-        results_dir = conf_path.resolve().parent / conf.get("results_dir", "results")
-        repo = conf_path.resolve().parent / conf["repo"]
-    machine = opts.machine
+        return _Source(results_dir, None, pins)
+    conf_path = Path(opts.config)
+    if not conf_path.is_file():
+        raise UsageError(f"asv config {conf_path} not found; pass --results or raw inputs")
+    conf = load_asv_conf(conf_path)
+    return _Source(conf_path.resolve().parent / conf.get("results_dir", "results"),
+                   conf_path.resolve().parent / conf["repo"], pins)
+
+
+def _machine(given: str | None, results_dir: Path, pins: dict) -> str:
+    """The machine to read: as given; else the only one; else the runner's default name for the
+    active profile, when it has results; else the choice is the user's (mbaphases.load.pick_machine)."""
+    machine = given
     if machine is None and len(load.machines(results_dir)) > 1:
-        # the runner's default name for the active profile, when it has results
         profile = os.environ.get("MBAPHASES_PROFILE") or pins.get("profile")
         if profile and default_machine(profile) in load.machines(results_dir):
             machine = default_machine(profile)
-    machine = load.pick_machine(results_dir, machine)
-    b_rev = opts.baseline or pins.get("baseline", {}).get("ref")
+    return load.pick_machine(results_dir, machine)
+
+
+def _wanted_sides(opts: ReportOptions, pins: dict) -> tuple[str, str, list[tuple[str, str]]]:
+    """(baseline label, baseline ref, [(candidate label, ref)]); every label names one side."""
+    base = pins.get("baseline", {})
+    if opts.bundle_manifest:  # the bundle's sides, as it recorded them
+        b_label, b_rev = base.get("label", "baseline"), base.get("ref")
+    else:
+        b_label, b_rev = opts.baseline_label or base.get("label", "baseline"), opts.baseline or base.get("ref")
+    wanted = _wanted_candidates(opts, pins.get("candidates", []))
+    if not b_rev or not wanted:
+        raise UsageError("no revisions: pass --baseline and --candidate (or a pins file with the sides' refs)")
+    labels = [b_label] + [lbl for lbl, _ in wanted]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        raise UsageError(f"the label {dup[0]!r} names more than one side; give each side its own")
+    return b_label, b_rev, wanted
+
+
+def _wanted_candidates(opts: ReportOptions, cands_pins: list[dict]) -> list[tuple[str, str]]:
+    """The candidate named on the command line (labelled as the pins label its ref), else the pins'
+    candidates; restricted to --sides."""
     if opts.candidate:
-        wanted = [(opts.candidate_label or "candidate", opts.candidate)]
         known = {c["ref"]: c["label"] for c in cands_pins}
-        if opts.candidate in known and not opts.candidate_label:
-            wanted = [(known[opts.candidate], opts.candidate)]
+        label = known[opts.candidate] if opts.candidate in known and not opts.candidate_label else None
+        wanted = [(label or opts.candidate_label or "candidate", opts.candidate)]
     else:
         wanted = [(c["label"], c["ref"]) for c in cands_pins]
     if opts.sides:
@@ -174,24 +230,7 @@ def load_sides(opts, pins: dict) -> Loaded:
         if unknown:
             raise UsageError(f"--sides {unknown[0]!r} is not a candidate; valid: {', '.join(lbl for lbl, _ in wanted)}")
         wanted = [(lbl, ref) for lbl, ref in wanted if lbl in only]
-    if not b_rev or not wanted:
-        raise UsageError("no revisions: pass --baseline and --candidate (or a pins file with the sides' refs)")
-    labels = [b_label] + [lbl for lbl, _ in wanted]
-    dup = sorted({x for x in labels if labels.count(x) > 1})
-    if dup:
-        raise UsageError(f"the label {dup[0]!r} names more than one side; give each side its own")
-    b = load.load_asv_side(b_label, b_rev, results_dir, machine, repo)
-    cands = []
-    for lbl, ref in wanted:
-        c = load.load_asv_side(lbl, ref, results_dir, machine, repo)
-        for other in [b, *cands]:
-            if other.revision == c.revision:
-                raise UsageError(f"{lbl!r} ({ref}) and {other.label!r} are the same commit {c.revision[:12]}")
-        cands.append(c)
-    records = sorted((results_dir.parent / "raw-runs" / machine / "batches").glob("*.json"))
-    kind = (f"evidence bundle {opts.bundle}" if opts.bundle_manifest
-            else f"asv results ({results_dir}, machine {machine})")
-    return Loaded(b, cands, kind, [str(r) for r in records], results_dir, machine)
+    return wanted
 
 
 def report_command(args) -> int:
