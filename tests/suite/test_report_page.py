@@ -111,3 +111,24 @@ def test_page_renders_in_headless_chromium(rep, tmp_path):
     console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line and ("rror" in line or "Uncaught" in line)]
     assert not console, console
     assert shot.stat().st_size > 20000
+
+
+def test_the_same_stored_runs_give_the_same_files_byte_for_byte(tmp_path, monkeypatch):
+    """Reports are data derived from stored runs: with the report's date fixed (SOURCE_DATE_EPOCH)
+    two reports of the same runs are the same files, pictures included (a refactor is checked
+    against this: scripts/same_report.sh)."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1796000000")
+    sides = []
+    for name, scale in (("b", 1.0), ("c", 0.8)):  # the candidate slower: a decision block with exceptions
+        paths = [E.write(tmp_path / f"{name}_run{k + 1}.json",
+                         E.doc([E.case_result(c, env_step=9.0 * scale + 0.3 * k, update_state=1.5 * scale) for c in CASES]))
+                 for k in range(3)]
+        sides.append(load.load_raw_side({"b": "main direct", "c": "MBA dev"}[name], paths))
+    for out in ("one", "two"):
+        page_mod.write_page(analysis.build(sides[0], sides[1], input_kind="raw entry JSON"), tmp_path / out)
+    one = {p.relative_to(tmp_path / "one"): p.read_bytes() for p in (tmp_path / "one").rglob("*") if p.is_file()}
+    two = {p.relative_to(tmp_path / "two"): p.read_bytes() for p in (tmp_path / "two").rglob("*") if p.is_file()}
+    assert {p.suffix for p in one} >= {".html", ".md", ".json", ".csv", ".svg", ".png"}
+    assert one.keys() == two.keys()
+    assert [p for p in one if one[p] != two[p]] == []
+    assert b"2026-11-30" in one[Path("summary.json")]  # the fixed date, not today's
