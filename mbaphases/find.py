@@ -278,7 +278,9 @@ def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: st
             search.steps.append(Step(lo, mid, hi, a, b, None, ran))
             search.verdict = (f"cannot tell at {line[mid].label}: {line[lo].label} -> it "
                               f"{a.text(ratio) if a else 'no values'}, it -> {line[hi].label} "
-                              f"{b.text(ratio) if b else 'no values'}; budget spent")
+                              f"{b.text(ratio) if b else 'no values'}; "
+                              + (f"{ran} batch(es), the --max-batches limit" if ran >= max_batches
+                                 else f"the --budget-min of {budget_s / 60:.0f} min spent"))
             search.runs_needed = max(filter(None, [_runs_needed(a), _runs_needed(b)]), default=None)
             return search
         moved, a, b = answer
