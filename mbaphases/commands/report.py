@@ -86,8 +86,8 @@ class ReportOptions:
     bundle_manifest: dict | None = None  # an opened evidence bundle: its sides replace the stored ones
 
     @classmethod
-    def from_args(cls, opts) -> ReportOptions:
-        return cls(**{f.name: getattr(opts, f.name) for f in dataclasses.fields(cls) if hasattr(opts, f.name)})
+    def from_args(cls, args) -> ReportOptions:
+        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})
 
 
 EXIT_PASS, EXIT_NOT_PASSED = 0, 1
@@ -265,7 +265,7 @@ class Made:
     history: list[str] | None
 
 
-def _settings(opts, pins: dict, pins_path: Path | None) -> tuple[analysis.Settings, Path | None]:
+def _settings(opts: ReportOptions, pins: dict, pins_path: Path | None) -> tuple[analysis.Settings, Path | None]:
     """The report's settings from the command line over the pins, checked (and the exceptions file)."""
     g = pins.get("gate", {})
     s = analysis.Settings(
@@ -292,7 +292,7 @@ def _settings(opts, pins: dict, pins_path: Path | None) -> tuple[analysis.Settin
     return s, exc_path
 
 
-def _several(opts, pins: dict, s: analysis.Settings, cands: list[Side]) -> None:
+def _several(opts: ReportOptions, pins: dict, s: analysis.Settings, cands: list[Side]) -> None:
     """With several candidates: the ledger's reference, the merges and the first-parent order."""
     if len(cands) < 2:
         return
@@ -303,7 +303,7 @@ def _several(opts, pins: dict, s: analysis.Settings, cands: list[Side]) -> None:
     s.history = history_order(opts, pins, cands)
 
 
-def make_report(opts) -> tuple[int, Made]:
+def make_report(opts: ReportOptions) -> tuple[int, Made]:
     pins, pins_path = _pins(opts.pins)
     settings, exc_path = _settings(opts, pins, pins_path)
     out = inputs.writable_dir(Path(opts.out), "--out")
@@ -386,7 +386,7 @@ def restrict_to_batches(loaded: Loaded, spec: str) -> None:
     loaded.baseline, loaded.candidates = keep[0], keep[1:]
 
 
-def history_order(opts, pins: dict, cands: list[Side]) -> list[str]:
+def history_order(opts: ReportOptions, pins: dict, cands: list[Side]) -> list[str]:
     """The candidates' labels in first-parent order of the last one's history (asv's line)."""
     manifest = opts.bundle_manifest
     if manifest:
