@@ -79,11 +79,11 @@ def ratio_figure(rep):
     for i, c in enumerate(rep.cases):
         lo, hi, est = g.loc[c, "lower"], g.loc[c, "upper"], g.loc[c, "estimate"]
         color = GATE_COLORS.get(g.loc[c, "gate"], "#333333")
-        if lo is not None and not _nan(lo):
+        if not tables.missing(lo):
             ax.bar(i, hi - lo, bottom=lo, width=0.5, color=color, alpha=0.8)
-        if est is not None and not _nan(est):
+        if not tables.missing(est):
             ax.plot([i - 0.3, i + 0.3], [est, est], color="black", lw=2)
-        top = hi if hi is not None and not _nan(hi) else rep.threshold
+        top = rep.threshold if tables.missing(hi) else hi
         ax.annotate(g.loc[c, "gate"], (i, top), ha="center", va="bottom", fontsize=7)
     ax.axhline(rep.threshold, color="black", ls="--", lw=1, label=f"gate {rep.threshold:.2f}")
     ax.set_xticks(range(len(rep.cases)), [_short(c) for c in rep.cases], rotation=30, ha="right", fontsize=8)
@@ -92,10 +92,6 @@ def ratio_figure(rep):
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
-
-
-def _nan(x) -> bool:
-    return isinstance(x, float) and math.isnan(x)
 
 
 def phase_figure(rep):
@@ -107,9 +103,9 @@ def phase_figure(rep):
         for j, side in enumerate(("baseline", "candidate")):
             get = lambda k, case=case, side=side: p.loc[case, f"{k}_{side}"]
             env_step = get("env_step_ms")
-            if env_step is None or _nan(env_step):
+            if tables.missing(env_step):
                 continue
-            known = {k: (get(k) if get(k) is not None and not _nan(get(k)) else 0.0)
+            known = {k: (0.0 if tables.missing(get(k)) else get(k))
                      for _, k, _ in STACK if k is not None}
             known_env = known["physics_ms"] + known["update_state_ms"] + known["reset_done_ms"]
             bottom = 0.0
@@ -138,7 +134,7 @@ def attribution_figure(rep):
         pos = neg = 0.0
         for k in tables.ATTRIBUTION:
             v = a.loc[case].get(f"{k}_ms") if case in a.index else None
-            if v is None or _nan(v):
+            if tables.missing(v):
                 continue
             left = pos if v >= 0 else neg + v
             ax.barh(i, abs(v), left=left, color=colors[k], label=k if i == 0 else None, edgecolor="white", lw=0.3)

@@ -73,7 +73,7 @@ def generated_at() -> str:
 
 
 def _num(x, fmt="{:,.0f}") -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+    if tables.missing(x):
         return "n/a"
     return fmt.format(x)
 
