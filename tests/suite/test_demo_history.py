@@ -4,8 +4,8 @@ Each commit of the generated demo repository runs its own entry from its own
 checkout (real physics, small sizes, short episodes so resets are frequent),
 interleaved over rounds; the ledger built from the raw runs (the report's, at its
 defaults: family-controlled marks, changes below 1% of the active time not marked)
-must mark each optimization's gain in the phase it optimizes and in no other
-phase of the story, and mba-dev's loss against main in all three.
+must mark each optimization's gain in the phase it optimizes, no optimization may
+move another phase of the story, and mba-dev's loss against main is marked in all three.
 """
 import json
 import os
@@ -30,6 +30,12 @@ SIZES = ["--num-envs", "16", "--warmup-steps", "5", "--measure-steps", "120", "-
 MEASURED = ("main", "mba-dev", *(c.name for c in OPTIMIZATIONS))
 CONFIDENCE = 0.90
 STORY = ("physics", "update_state", "reset_done")
+# The ledger selects its marks at a false discovery rate of 10%: with this family's seven real
+# changes an unchanged phase is marked about one time in twenty, so "no other phase marked" fails
+# about one fixture in four with nothing wrong (docs/measurements.md). What must not happen is an
+# optimization's change showing up in a phase it does not touch (a leak of the attribution): the
+# six other phases are tested at a family-wise 0.1%, split evenly (Bonferroni).
+LEAK_FAMILY_ALPHA = 0.001
 
 
 @pytest.fixture(scope="module")
@@ -79,24 +85,34 @@ def blocked_side(runs, name):
     return s
 
 
-def test_the_ledger_marks_each_optimization_in_its_own_phase_only(runs):
-    """The report's ledger at its defaults, every optimization against mba-dev: the own phase
-    is marked, faster; the two other phases of the story are not marked (indistinguishable from
-    noise, or too small to count), with the ledger's family of 15 intervals controlled."""
+def optimization_rows(runs):
+    """The report's ledger at its defaults, every optimization against mba-dev, one row each."""
     dev = blocked_side(runs, "mba-dev")
     cands = [blocked_side(runs, c.name) for c in OPTIMIZATIONS]
     led, marks = ledger.ledger_table(dev, cands, [CASE], CONFIDENCE)
     assert marks.size == len(OPTIMIZATIONS) * len(ledger.LEDGER_PARTS)
-    seen = []
-    for opt, row in zip(OPTIMIZATIONS, led.to_dict("records")):
-        assert row["candidate"] == opt.name
-        seen.append(f"{opt.name}: " + ", ".join(
-            f"{p} {row[f'{p}_ms']:+.3f} [{row[f'{p}_lower_ms']}, {row[f'{p}_upper_ms']}] clear={row[f'{p}_clear']}"
-            for p in STORY))
-        assert row[f"{opt.phase}_clear"] is True and row[f"{opt.phase}_upper_ms"] < 0, seen[-1]
-        for part in STORY:
-            if part != opt.phase:
-                assert row[f"{part}_clear"] is not True, seen[-1]
+    rows = led.to_dict("records")
+    assert [row["candidate"] for row in rows] == [opt.name for opt in OPTIMIZATIONS]
+    return rows
+
+
+def described(name, row):
+    return f"{name}: " + ", ".join(
+        f"{p} {row[f'{p}_ms']:+.3f} [{row[f'{p}_lower_ms']:+.3f}, {row[f'{p}_upper_ms']:+.3f}] "
+        f"p={row[f'{p}_p']:.2g} clear={row[f'{p}_clear']}" for p in STORY)
+
+
+def test_the_ledger_marks_each_optimization_in_its_own_phase(runs):
+    for opt, row in zip(OPTIMIZATIONS, optimization_rows(runs)):
+        assert row[f"{opt.phase}_clear"] is True and row[f"{opt.phase}_upper_ms"] < 0, described(opt.name, row)
+
+
+def test_no_optimization_moves_a_phase_it_does_not_touch(runs):
+    rows = optimization_rows(runs)
+    others = [(opt, part, row) for opt, row in zip(OPTIMIZATIONS, rows) for part in STORY if part != opt.phase]
+    threshold = LEAK_FAMILY_ALPHA / len(others)
+    for opt, part, row in others:
+        assert row[f"{part}_p"] > threshold, f"{part} moved (threshold p {threshold:.2g}): {described(opt.name, row)}"
 
 
 def test_mba_dev_loses_in_all_three_phases_against_main(runs):
