@@ -32,7 +32,7 @@ CONFIDENCE = 0.90
 STORY = ("physics", "update_state", "reset_done")
 # The ledger selects its marks at a false discovery rate of 10%: with this family's seven real
 # changes an unchanged phase is marked about one time in twenty, so "no other phase marked" fails
-# about one fixture in four with nothing wrong (docs/measurements.md). What must not happen is an
+# with nothing wrong (2 of 20 fixtures in the one-hog log, docs/measurements.md). What must not be is an
 # optimization's change showing up in a phase it does not touch (a leak of the attribution): the
 # six other phases are tested at a family-wise 0.1%, split evenly (Bonferroni).
 LEAK_FAMILY_ALPHA = 0.001
