@@ -18,13 +18,10 @@ import test_demo_history as known  # noqa: E402
 
 
 def kept_runs(history: Path) -> dict[str, list[str]] | None:
-    files = {}
-    for name in known.MEASURED:
-        runs = sorted((history / "raw" / name.replace("/", "_")).glob("run*.json"), key=lambda p: int(p.stem[3:]))
-        if len(runs) != known.ROUNDS:
-            return None
-        files[name] = [str(p) for p in runs]
-    return files
+    files = {name: [known.run_file(history, name, r) for r in range(known.ROUNDS)] for name in known.MEASURED}
+    if not all(path.is_file() for paths in files.values() for path in paths):
+        return None
+    return {name: [str(path) for path in paths] for name, paths in files.items()}
 
 
 def main() -> int:

@@ -20,13 +20,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT / "tests" / "suite"), str(ROOT / "tests"), str(ROOT)]
 
-from mbaphases.demo_repo import generate  # noqa: E402
+import test_demo_history as known  # noqa: E402 -- the test's case, sizes, entry and checkouts
 
 SIDES = ("mba-dev", "opt/mujoco-dispatch")
-CASE = "sac/g1_motion_tracking/mujoco"
-ENTRY = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
 
 
 def main() -> int:
@@ -43,11 +41,8 @@ def main() -> int:
         print(f"error: --rounds {a.rounds} must be >= 2 and every --steps >= 1", file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="window-spread-"))
-    shas = generate(tmp / "demo")
-    for name in SIDES:
-        subprocess.run(["git", "-C", str(tmp / "demo"), "worktree", "add", "-q", "--detach",
-                        str(tmp / name.replace("/", "_")), shas[name]], check=True)
-    env = {**os.environ, "UNILAB_COLLECTOR_TORCH_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    dirs = known.checkouts(tmp, SIDES)
+    env = {**os.environ, **known.ENTRY_ENV}
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     runs = {}
     try:
@@ -56,11 +51,9 @@ def main() -> int:
                 for name in (SIDES if r % 2 == 0 else SIDES[::-1]):
                     out = tmp / "raw" / f"{name.replace('/', '_')}-{n}-{r}.json"
                     started = time.time()
-                    subprocess.run([sys.executable, ENTRY, "--cases", CASE, "--num-envs", "16", "--warmup-steps", "5",
-                                    "--measure-steps", str(n), "--replay-capacity-steps", "4",
-                                    "--override", "task.episode_length_s=0.1", "--override", "sim.nthread=1",
+                    subprocess.run([sys.executable, known.ENTRY, "--cases", known.CASE, *known.sizes(n),
                                     "--out-json", str(out)],
-                                   cwd=tmp / name.replace("/", "_"), env=env, check=True, capture_output=True)
+                                   cwd=dirs[name], env=env, check=True, capture_output=True)
                     doc = json.loads(out.read_text())["results"][0]
                     runs.setdefault((name, n), []).append((doc["physics_ms_per_vector_step"]["mean_ms"],
                                                            time.time() - started))

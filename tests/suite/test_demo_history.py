@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +26,17 @@ ROUNDS_PER_BATCH = 4  # as the suite's batches: one `mbaphases run` of a few int
 # one physics thread: less jitter; episodes of 5 control steps: several resets per step; 120
 # measured steps: with another process spinning, a run's physics varies half as much as at 40
 # steps (sd 0.44 against 0.81 ms, docs/measurements.md) for a fifth more time a run
-SIZES = ["--num-envs", "16", "--warmup-steps", "5", "--measure-steps", "120", "--replay-capacity-steps", "4",
-         "--override", "task.episode_length_s=0.1", "--override", "sim.nthread=1"]
+MEASURE_STEPS = 120
+ENTRY = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
+ENTRY_ENV = {"UNILAB_COLLECTOR_TORCH_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def sizes(measure_steps: int = MEASURE_STEPS) -> list[str]:
+    """The entry's size arguments (scripts/window_spread.py varies the measured steps)."""
+    return ["--num-envs", "16", "--warmup-steps", "5", "--measure-steps", str(measure_steps),
+            "--replay-capacity-steps", "4", "--override", "task.episode_length_s=0.1", "--override", "sim.nthread=1"]
+
+
 MEASURED = ("main", "mba-dev", *(c.name for c in OPTIMIZATIONS))
 CONFIDENCE = 0.90
 STORY = ("physics", "update_state", "reset_done")
@@ -38,23 +48,32 @@ STORY = ("physics", "update_state", "reset_done")
 LEAK_FAMILY_ALPHA = 0.001
 
 
+def checkouts(tmp: Path, names) -> dict[str, Path]:
+    """The demo repository generated under ``tmp``, one worktree per commit name."""
+    shas = generate(tmp / "demo")
+    dirs = {name: tmp / name.replace("/", "_") for name in names}
+    for name, path in dirs.items():
+        subprocess.run(["git", "-C", str(tmp / "demo"), "worktree", "add", "-q", "--detach", str(path), shas[name]],
+                       check=True, capture_output=True)
+    return dirs
+
+
+def run_file(tmp: Path, name: str, round_index: int) -> Path:
+    return tmp / "raw" / name.replace("/", "_") / f"run{round_index + 1}.json"
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("history")
-    shas = generate(tmp / "demo")
+    dirs = checkouts(tmp, MEASURED)
     files = {name: [] for name in MEASURED}
-    for name in MEASURED:
-        subprocess.run(["git", "-C", str(tmp / "demo"), "worktree", "add", "-q", "--detach",
-                        str(tmp / name.replace("/", "_")), shas[name]], check=True, capture_output=True)
-    env = {**os.environ, "UNILAB_COLLECTOR_TORCH_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    env = {**os.environ, **ENTRY_ENV}
     for r in range(ROUNDS):
         order = MEASURED[r % len(MEASURED):] + MEASURED[:r % len(MEASURED)]
         for name in (order if r % 2 == 0 else order[::-1]):
-            checkout = tmp / name.replace("/", "_")
-            out = tmp / "raw" / name.replace("/", "_") / f"run{r + 1}.json"
-            p = subprocess.run([sys.executable, "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py",
-                                "--cases", CASE, *SIZES, "--out-json", str(out)],
-                               cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
+            out = run_file(tmp, name, r)
+            p = subprocess.run([sys.executable, ENTRY, "--cases", CASE, *sizes(), "--out-json", str(out)],
+                               cwd=dirs[name], env=env, capture_output=True, text=True, timeout=600)
             assert p.returncode == 0, p.stderr[-2000:]
             files[name].append(str(out))
     return tmp, files
