@@ -81,28 +81,57 @@ class UsageError(Exception):
 class Era:
     """One era of the framework: where its parts are and how its env takes actions."""
     name: str
-    detect: str  # a module only this era has
+    detect: tuple[str, ...]  # modules this era has, all of them (the first: the env's own module)
     actions: str  # "torch" or "numpy"
     parts: dict = field(default_factory=dict)  # part -> "module:attribute", first importable wins
 
 
-_SHARED_PARTS = {
+# The framework's own parts (env creation, config adapter, seeding), the same modules in every era
+# (attribute names moved inside them)
+_FRAMEWORK_PARTS = {
     "ensure_registries": ("unilab.training:ensure_registries", "unilab.base.registry:ensure_registries",
                           "unilab.training.common:ensure_registries"),
     "seed": ("unilab.training.seed:apply_training_seed", "unilab.utils.seed:apply_training_seed"),
     "config_adapter": ("unilab.base.config_adapter:EnvConfigAdapter", "unilab.base.config_adapter:BackendAdapter",
                        "unilab.training.backend_adapter:BackendAdapter"),
     "create_env": ("unilab.base.config_adapter:create_env", "unilab.training.common:create_env"),
-    "split_obs": ("unilab.rl.contracts.observations:split_obs_dict", "unilab.base.observations:split_obs_dict"),
-    "obs_dims": ("unilab.rl.contracts.observations:get_obs_dims", "unilab.base.observations:get_obs_dims"),
-    "replay_buffer": ("unilab.rl.runtime.ipc.replay_buffer:ReplayBuffer", "unilab.ipc.replay_buffer:ReplayBuffer",
-                      "unilab.rl.replay_buffer:ReplayBuffer"),
+}
+# The off-policy parts (observation split, replay buffer, timeout mask) moved between packages:
+# read off each era's installed packages (docs/releases.md)
+_UNILAB_RL_PARTS = {
+    "split_obs": ("unilab.rl.contracts.observations:split_obs_dict",),
+    "obs_dims": ("unilab.rl.contracts.observations:get_obs_dims",),
+    "replay_buffer": ("unilab.rl.runtime.ipc.replay_buffer:ReplayBuffer",),
     "timeout_mask": ("unilab.rl.runtime.offpolicy.worker:timeout_bootstrap_mask",),
 }
-# newest first; the first whose marker module exists is the installed framework's era
+# the separate distribution unilab-rl (package uni_rl): a hard dependency of 0.1.0-1.3.1, the
+# uni-rl extra of 1.3.2-1.3.5; it has no timeout mask of its own (the collector's default is used)
+_UNI_RL_PARTS = {
+    "split_obs": ("uni_rl.utils.observations:split_obs_dict",),
+    "obs_dims": ("uni_rl.utils.observations:get_obs_dims",),
+    "replay_buffer": ("uni_rl.ipc.replay_buffer:ReplayBuffer",),
+    "timeout_mask": (),
+}
+# the public repository (read at its last commit, 9aa57115): observations beside the NumPy env, the
+# replay buffer in unilab.ipc, no timeout mask of its own
+_REPOSITORY_PARTS = {
+    "split_obs": ("unilab.base.observations:split_obs_dict",),
+    "obs_dims": ("unilab.base.observations:get_obs_dims",),
+    "replay_buffer": ("unilab.ipc.replay_buffer:ReplayBuffer",),
+    "timeout_mask": (),
+}
+# where a module an era needs comes from, when it is not the framework's own wheel
+MODULE_SOURCES = {"uni_rl": "the distribution unilab-rl: a dependency of 0.1.0-1.3.1, the uni-rl extra of 1.3.2-1.3.5"}
+# newest first; the first whose modules all exist is the installed framework's era
 ERAS = (
-    Era("torch env (1.3.5 and later)", "unilab.base.torch_env", "torch", _SHARED_PARTS),
-    Era("NumPy env (releases up to 1.3.0, the public repository)", "unilab.base.np_env", "numpy", _SHARED_PARTS),
+    Era("torch env, off-policy parts in unilab.rl (1.4.0 and later)", ("unilab.base.torch_env", "unilab.rl.contracts"),
+        "torch", {**_FRAMEWORK_PARTS, **_UNILAB_RL_PARTS}),
+    Era("torch env, off-policy parts in uni_rl (1.3.4 and 1.3.5, their uni-rl extra)", ("unilab.base.torch_env", "uni_rl"),
+        "torch", {**_FRAMEWORK_PARTS, **_UNI_RL_PARTS}),
+    Era("NumPy env, off-policy parts in uni_rl (releases 0.1.0 to 1.3.3)", ("unilab.base.np_env", "uni_rl"),
+        "numpy", {**_FRAMEWORK_PARTS, **_UNI_RL_PARTS}),
+    Era("NumPy env (the public repository)", ("unilab.base.np_env", "unilab.base.observations"),
+        "numpy", {**_FRAMEWORK_PARTS, **_REPOSITORY_PARTS}),
 )
 
 
@@ -119,11 +148,11 @@ class ConfigFix:
 
 
 CONFIG_FIXES = (
-    ConfigFix("motion-tracking-motrix-task-name", "1.3.5", "1.5.2", "sac/g1_motion_tracking/motrix",
+    ConfigFix("motion-tracking-motrix-task-name", "1.3.4", "1.5.2", "sac/g1_motion_tracking/motrix",
               ("training.task_name=G1MotionTracking",),
               "the shipped config names task G1MotionTrackingSAC, which is no longer registered",
               "training.task_name=G1MotionTrackingSAC"),
-    ConfigFix("go2-flashsac-mujoco-reward-std", "1.4.0", "1.5.2", "flashsac/go2_joystick_flat/mujoco",
+    ConfigFix("go2-flashsac-mujoco-reward-std", "1.3.5", "1.5.2", "flashsac/go2_joystick_flat/mujoco",
               ("~reward.tracking_lin_vel.params.std", "~reward.tracking_ang_vel.params.std"),
               "the shipped config passes std to the track_lin_vel / track_ang_vel reward terms, which reject it "
               "(TypeError); their tracking_sigma stays as configured",
@@ -146,19 +175,38 @@ def _version(name: str) -> str | None:
         return None
 
 
+def _has(module: str) -> bool:
+    """Whether the module is installed; an ImportError of its package is the side's own, raised."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError as e:
+        if e.name and (module == e.name or module.startswith(e.name + ".")):
+            return False  # a parent package is absent: so is the module
+        raise
+
+
 def installed_era() -> Era:
-    broken = []
+    broken, partial = [], []
     for era in ERAS:
         try:
-            if importlib.util.find_spec(era.detect) is not None:
-                return era
+            missing = [m for m in era.detect if not _has(m)]
         except ImportError as e:
             # the module is there but its package does not import (e.g. a physics layer too new for
             # the release): that error is the side's, say it
-            broken.append(f"{era.detect}: {type(e).__name__}: {e}")
+            broken.append(f"{type(e).__name__}: {e}")
+            continue
+        if not missing:
+            return era
+        if era.detect[0] not in missing:  # the era's env is there, a package beside it is not
+            partial.append(f"{era.name} without " + ", ".join(
+                m + (f" ({MODULE_SOURCES[m]})" if m in MODULE_SOURCES else "") for m in missing))
     if broken:
-        raise RuntimeError("the installed framework does not import: " + "; ".join(broken))
-    raise RuntimeError(f"the installed framework matches no known era (looked for {', '.join(e.detect for e in ERAS)})")
+        raise RuntimeError("the installed framework does not import: " + broken[0])
+    if partial:
+        # e.g. 1.3.5 installed without its uni-rl extra: the release's packaging, named
+        raise RuntimeError("the installed framework lacks a package of its era: " + "; ".join(partial))
+    detects = sorted({m for e in ERAS for m in e.detect})
+    raise RuntimeError(f"the installed framework matches no known era (looked for {', '.join(detects)})")
 
 
 def part(era: Era, name: str):

@@ -304,6 +304,17 @@ def test_entry_bad_input(tmp_path, args, needle):
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.parametrize("args, needle", [(["unilab[mujoco]==9.9.9"], "unilab[mujoco]==9.9.9"),
+                                          (["unilab==1.3.0", "--bogus"], "--bogus"), ([], "requirement")])
+def test_physics_layer_scan_bad_input(args, needle):
+    """scripts/physics_layer_line.py: a release the registry does not have, or a bad flag: one line."""
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "physics_layer_line.py"), *args], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
+    assert not p.stdout
+
+
 # --- random corruptions of real raw runs ---------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -86,7 +86,7 @@ def test_a_release_and_its_dependency_swap_measured_through_asv(measured, root, 
         # the release's own config bug, fixed visibly
         go2 = next(r for r in doc["results"] if r["case"]["task"] == "go2_joystick_flat")
         assert go2["case"]["config_fixes"] == ["go2-flashsac-mujoco-reward-std"]
-        assert doc["provenance"]["config_fixes"][0]["releases"] == "1.4.0-1.5.2"
+        assert doc["provenance"]["config_fixes"][0]["releases"] == "1.3.5-1.5.2"
     r = run_mbaphases(suite, "report", "--config", "asv.published.resolved.conf.json", "--pins",
                       "pins.published.toml", "--machine", "pub", "--min-runs", "1", "--out", str(tmp_path / "rep"))
     assert r.returncode in (0, 1), r.stderr
@@ -179,3 +179,47 @@ def test_a_checkout_commit_is_written_file_by_file_and_a_missing_blob_is_listed(
     assert os.readlink(tree / "link") == "src/pkg/mod.py"
     record = json.loads(tree.with_name(tree.name + ".json").read_text())
     assert record["absent"] == ["mesh.stl"] and record["commit"] == out["commit"]
+
+
+OLDER_ERA = "NumPy env, off-policy parts in uni_rl (releases 0.1.0 to 1.3.3)"
+
+
+@pytest.fixture(scope="module")
+def older_era(tmp_path_factory):
+    """Release 1.3.0 (the NumPy env; replay buffer and observation split in the separate unilab-rl)
+    with the first and last physics-layer versions of its line, two cases at the tiny profile."""
+    text = (ROOT / "pins.unilab-unisim-1.3.0.toml").read_text()
+    # the line's two ends: the baseline and its last candidate
+    head, _, rest = text.partition("[[candidates]]")
+    last = "[[candidates]]" + rest.split("[[candidates]]")[-1]
+    tmp = tmp_path_factory.mktemp("older-era")
+    suite = published_suite(tmp, head + last)
+    p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--profile", "tiny", "--runs", "1",
+                      "--machine", "era", timeout=2400)
+    yield suite, p
+    shutil.rmtree(suite / ".asv", ignore_errors=True)
+
+
+def test_an_older_era_release_runs_through_the_suites_entry(older_era, root):
+    suite, p = older_era
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
+    schema = json.loads((root / "mbaphases" / "entry_schema.json").read_text())
+    metas = sorted((suite / "raw-runs" / "era").glob("*/run1.meta.json"))
+    assert len(metas) == 2
+    physics_layer = set()
+    for meta_path in metas:
+        meta = json.loads(meta_path.read_text())
+        assert meta["failed_cases"] == {}, meta["failed_cases"]
+        installed = meta["environment"]["install"]["installed"]
+        assert installed["unilab"] == "1.3.0" and installed["unilab-rl"] == "1.2.0", installed
+        physics_layer.add(installed["unisim-core"])
+        doc = json.loads(meta_path.with_name("run1.json").read_text())
+        jsonschema.validate(doc, schema)
+        assert doc["provenance"]["framework_era"] == OLDER_ERA
+        assert sorted(f"{r['case']['algo']}/{r['case']['task']}/{r['case']['sim']}" for r in doc["results"]) == CASES
+        for r in doc["results"]:
+            assert r["case"]["runtime"] == "mba" and r["collector_active_steps_per_sec"] > 0
+            # the NumPy env reports the same timing keys as the torch env, physics included
+            assert {"update_state_ms", "reset_done_ms", "step_core_ms"} <= set(r["env_step_timing_ms_per_vector_step"])
+            assert r["physics_ms_per_vector_step"]["mean_ms"] > 0
+    assert physics_layer == {"1.4.0", "1.7.15"}
