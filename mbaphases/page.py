@@ -165,6 +165,15 @@ def write_hardware_page(built, out: Path) -> Path:
 LINK_MARK = "<!-- mbaphases report link -->"
 
 
+def linked_page(asv_html: Path) -> Path | None:
+    """The report folder asv's index page links to (link_from_asv), if any."""
+    index = Path(asv_html) / "index.html"
+    if not index.is_file():
+        return None
+    m = re.search(re.escape(LINK_MARK) + r'<a href="([^"]+)/index\.html"', index.read_text())
+    return Path(asv_html) / m.group(1) if m else None
+
+
 def link_from_asv(asv_html: Path, page_dir: Path) -> bool:
     """Add a link to the report on asv's own index page (idempotent)."""
     index = Path(asv_html) / "index.html"

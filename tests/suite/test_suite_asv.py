@@ -167,6 +167,24 @@ def test_report_from_asv_results(ab, tmp_path):
             assert c["throughput"]["baseline"]["median"] == pytest.approx(gates[c["case"]]["throughput"]["baseline"]["median"])
 
 
+def test_publishing_keeps_the_report_page_asv_links_to(ab, tmp_path):
+    """asv publish empties html/: the report page its index links to survives, linked again."""
+    suite, shas, p = ab
+    assert run_mbaphases(suite, "publish").returncode == 0
+    r = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--html", "html/mbaphases", "--machine", "testbox",
+                      "--min-runs", "3")
+    assert r.returncode == 1, r.stderr
+    page = suite / "html" / "mbaphases" / "index.html"
+    before = {f.relative_to(page.parent): f.read_bytes() for f in page.parent.rglob("*") if f.is_file()}
+    assert 'href="mbaphases/index.html"' in (suite / "html" / "index.html").read_text()
+    again = run_mbaphases(suite, "publish")
+    assert again.returncode == 0, again.stderr
+    after = {f.relative_to(page.parent): f.read_bytes() for f in page.parent.rglob("*") if f.is_file()}
+    assert after == before and len(after) > 10
+    assert (suite / "html" / "index.html").read_text().count('href="mbaphases/index.html"') == 1
+    assert (suite / "html" / "graphs").is_dir() and not list(suite.glob(".mbaphases-pages-*"))
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--baseline", "no-such-branch"], "'no-such-branch' does not resolve"),
     (["--machine", "elsewhere"], "machine 'elsewhere'"),
