@@ -27,10 +27,10 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mbaphases import assets, targets  # noqa: E402  (the suite's own modules, from the checkout)
+from mbaphases import assets, published, targets  # noqa: E402  (the suite's own modules, from the checkout)
+from mbaphases.errors import UsageError  # noqa: E402
 
 ENTRY = ROOT / "mbaphases" / "unilab_entry.py"
-TORCH = "torch==2.13.0+cpu"
 # the framework imported as its entry does: its era's env module and every registered task
 IMPORT_PROBE = ("import importlib.util as u, sys; s = u.spec_from_file_location('unilab_entry', %r); "
                 "e = sys.modules['unilab_entry'] = u.module_from_spec(s); s.loader.exec_module(e); "
@@ -80,24 +80,20 @@ def admitted(versions: list[str], spec: str) -> list[str]:
 
 
 def make_env(work: Path, requirement: str) -> Path:
-    """The release's environment in ``work/env`` (kept and reused with --keep)."""
+    """The release's environment in ``work/env`` (kept and reused with --keep), from the lock the
+    suite's published target resolves for a side that installs it."""
     python = work / "env" / "bin" / "python"
     if python.exists():
         return python
+    lock = work / "requirements.lock"
+    lock.write_text(published.resolve_lock({"label": requirement, "install": requirement, "python": "3.11",
+                                            "overrides": list(published.DEFAULT_OVERRIDES), "swap": []}))
     uv = targets.uv_binary()
-    req, ovr, lock = work / "requirements.in", work / "overrides.txt", work / "requirements.lock"
-    req.write_text(requirement + "\n")
-    ovr.write_text(TORCH + "\n")
-    for cmd in ([uv, "pip", "compile", str(req), "--override", str(ovr), "--python-version", "3.11", "-q",
-                 "-o", str(lock)],
-                [uv, "venv", "-q", "-p", "3.11", str(work / "env")]):
-        p = _run(cmd)
+    for cmd in ([uv, "venv", "-q", "-p", "3.11", str(work / "env")], [uv, "pip", "sync", "-q", str(lock)]):
+        p = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                           env={**os.environ, **targets.uv_env(), "VIRTUAL_ENV": str(work / "env")})
         if p.returncode != 0:
             raise ProbeError(f"{requirement}: {' '.join(cmd[1:3])} failed: {_last_line(p)}")
-    p = subprocess.run([uv, "pip", "sync", "-q", str(lock)], capture_output=True, text=True, check=False,
-                       env={**os.environ, **targets.uv_env(), "VIRTUAL_ENV": str(work / "env")})
-    if p.returncode != 0:
-        raise ProbeError(f"{requirement}: install failed: {_last_line(p)}")
     site = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
     assets.place(Path(site) / "unilab" / "assets", ROOT / ".asv" / "assets")
     return python
@@ -206,7 +202,7 @@ def main(argv=None) -> int:
                     else admitted(registry_versions(args.package), spec))
         cases = [c.strip() for c in args.cases.split(",") if c.strip()]
         rows = scan(python, args.package, versions, cases, work)
-    except ProbeError as e:
+    except (ProbeError, UsageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:
