@@ -36,6 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from mbaphases.inputs import load_pins  # noqa: E402
 from mbaphases.load import step_trend  # noqa: E402
 
 BASE = {"num_envs": 64, "warmup_steps": 10, "measure_steps": 100, "torch_threads": 2, "overrides": []}
@@ -50,7 +51,7 @@ PROFILES = {
     "nthread1-warmup50": {"overrides": ["sim.nthread=1"], "warmup_steps": 50},
 }
 # the framework through the suite's entry: the published pins' small profile and larger sizes
-FRAMEWORK_BASE = {"num_envs": 16, "warmup_steps": 5, "measure_steps": 30, "torch_threads": 1, "overrides": []}
+FRAMEWORK_BASE = {**load_pins(ROOT / "pins.unilab-release-line.toml")["profiles"]["small"], "overrides": []}
 FRAMEWORK_PROFILES = {
     "small": {},
     "steps200": {"warmup_steps": 10, "measure_steps": 200},
@@ -67,7 +68,7 @@ def run_once(profile: dict, cases, runtime: str, out: Path, framework: str | Non
     sizes = ["--cases", ",".join(cases), "--num-envs", str(profile["num_envs"]), "--warmup-steps",
              str(profile["warmup_steps"]), "--measure-steps", str(profile["measure_steps"]), "--out-json", str(out)]
     if framework:
-        cmd = [framework, str(ENTRY), *sizes, "--replay-capacity-steps", "16"]
+        cmd = [framework, str(ENTRY), *sizes, "--replay-capacity-steps", str(profile["replay_capacity_steps"])]
     else:
         cmd = [sys.executable, "-m", "reflab.bench", *sizes, "--replay-capacity-steps", "64",
                "--override", f"runtime={runtime}"]
