@@ -9,10 +9,10 @@ import time
 import traceback
 from pathlib import Path
 
-from mbaphases.commands import bundle, demo_repo, find, publish, report, run
+from mbaphases.commands import ab, bundle, demo_repo, find, publish, report, run
 from mbaphases.errors import UsageError
 
-COMMANDS = (demo_repo, run, report, bundle, find, publish)
+COMMANDS = (demo_repo, run, ab, report, bundle, find, publish)
 
 
 class _Parser(argparse.ArgumentParser):

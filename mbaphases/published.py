@@ -262,7 +262,9 @@ def generate(pins: dict, suite_dir: Path, out=sys.stdout) -> Path:
 
 
 def asv_conf(pins: dict, suite_dir: Path, repo: Path) -> Path:
-    """asv config for the pin repository: the field template with this target's install step."""
-    out = suite_dir / "asv.published.resolved.conf.json"
+    """asv config for the pin repository: the field template with this target's install step. One
+    per pins file (pins.unilab.toml: asv.pins.unilab.resolved.conf.json), so a run of other pins never
+    repoints the config a batch record names."""
+    out = suite_dir / f"asv.{Path(pins['path']).stem}.resolved.conf.json"
     return runner.field_conf(suite_dir / "asv.field.conf.json", str(repo), PACKAGE, out,
                              {"python": pins["published"].get("python", "3.11")})

@@ -15,7 +15,7 @@ import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 
-from mbaphases import formal_lock, hardware, inputs, load, targets
+from mbaphases import estimate, formal_lock, hardware, inputs, load, targets
 from mbaphases import until_decisive as until_mod
 from mbaphases.errors import UsageError
 
@@ -265,12 +265,17 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     env = _batch_env(pins, machine, raw_dir, batch, progress_file, allow_other_hardware, profile_functions)
     ensure_machine(conf_path, machine)
     print(f"batch {batch}", file=out, flush=True)
+    print(estimate.text(raw_dir / machine / "batches", len(sides), len(pins["cases"]), runs,
+                        until_decisive["max_runs"] if until_decisive else None, profile_functions), file=out, flush=True)
     shas = [x["sha"] for x in sides]
     base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
             "--record-samples", "--append-samples", "--show-stderr"]
     rc, done_runs = 0, runs
     runs_by_side = {x["label"]: runs for x in sides}
+    # the pins and the asv config the run used: the report and find locate the config from here
     record = {"batch": batch, "machine": machine, "profile": profile, "started": started,
+              "pins": str(Path(pins["path"]).resolve()), "config": str(conf_path), "cases": list(pins["cases"]),
+              "profile_functions": profile_functions,
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
     planned = len(sides) * (until_decisive["max_runs"] if until_decisive else runs)
     try:
@@ -344,6 +349,22 @@ def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, 
         return rc
     # a failed case or run is a verdict on the run (1), never asv's own exit code (2 reads as bad input)
     return 1 if failures or len(metas) < expected or rc else 0
+
+
+def recorded_config(pins_path: Path) -> Path | None:
+    """The asv config of the newest batch that ran ``pins_path`` (batch records of every machine,
+    under the working directory's raw-runs/ and the pins' folder's), if it still exists."""
+    pins_path = Path(pins_path).resolve()
+    found = []
+    for root in {Path.cwd().resolve(), pins_path.parent}:
+        for path in (root / "raw-runs").glob("*/batches/*.json"):
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # an unreadable record names no config
+            if record.get("pins") == str(pins_path) and record.get("config") and Path(record["config"]).is_file():
+                found.append((record.get("started", 0), record["config"]))
+    return Path(max(found)[1]) if found else None
 
 
 def publish(conf_path: Path) -> int:

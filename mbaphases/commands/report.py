@@ -11,13 +11,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mbaphases import analysis, inputs, load, outputs, tables, until_decisive
+from mbaphases import analysis, inputs, load, outputs, published, runner, tables, until_decisive
 from mbaphases import bundle as bundle_mod
 from mbaphases import gate as gate_mod
 from mbaphases.errors import UsageError
 from mbaphases.inputs import load_asv_conf
 from mbaphases.page import link_from_asv, write_hardware_page, write_overview_page, write_page
-from mbaphases.runner import default_machine
 from mbaphases.side import Side
 from mbaphases.staging import Stage
 from mbaphases.stats import rules
@@ -26,7 +25,9 @@ from mbaphases.stats import rules
 def add_parser(sub) -> None:
     rp = sub.add_parser("report", help="tables, gate and report from stored runs")
     rp.add_argument("--out", required=True, help="output directory (report.md, *.csv, summary.json)")
-    rp.add_argument("--config", default="asv.conf.json", help="asv config (results dir, target repo)")
+    rp.add_argument("--config", default=None,
+                    help="asv config (results dir, target repo); default: the one the newest run of --pins used "
+                         "(its batch record), else asv.conf.json")
     rp.add_argument("--pins", default=None, help="sides, labels, cases and gate defaults (default: pins.toml if present)")
     rp.add_argument("--results", default=None, help="asv results directory (default: from --config)")
     rp.add_argument("--machine", default=None)
@@ -61,7 +62,7 @@ class ReportOptions:
     """What `mbaphases report` (and `bundle`) were asked for, typed; derived settings are made
     from it (analysis.Settings), never written back into it."""
     out: str
-    config: str = "asv.conf.json"
+    config: str | None = None
     pins: str | None = None
     results: str | None = None
     machine: str | None = None
@@ -101,6 +102,18 @@ def _pins(path: str | None) -> tuple[dict, Path | None]:
             return {}, None
         path = DEFAULT_PINS
     return inputs.load_pins(Path(path)), Path(path)
+
+
+def _config_of(pins: dict, pins_path: Path | None) -> Path:
+    """The asv config the newest run of these pins used (a generated one: the published target's
+    pin repository, the field repository's), from the batch records; else the demo's."""
+    recorded = runner.recorded_config(pins_path) if pins_path is not None else None
+    if recorded is not None:
+        return recorded
+    if published.is_published(pins):
+        raise UsageError(f"no run of {pins_path} is recorded here, so its asv config is unknown; run it first "
+                         f"(mbaphases run --pins {pins_path}) or pass --config")
+    return Path("asv.conf.json")
 
 
 def _check_number(value, flag: str, low: float, inclusive: bool) -> None:
@@ -193,8 +206,8 @@ def _machine(given: str | None, results_dir: Path, pins: dict) -> str:
     machine = given
     if machine is None and len(load.machines(results_dir)) > 1:
         profile = os.environ.get("MBAPHASES_PROFILE") or pins.get("profile")
-        if profile and default_machine(profile) in load.machines(results_dir):
-            machine = default_machine(profile)
+        if profile and runner.default_machine(profile) in load.machines(results_dir):
+            machine = runner.default_machine(profile)
     return load.pick_machine(results_dir, machine)
 
 
@@ -305,6 +318,8 @@ def _several(opts: ReportOptions, pins: dict, s: analysis.Settings, cands: list[
 
 def make_report(opts: ReportOptions) -> tuple[int, Made]:
     pins, pins_path = _pins(opts.pins)
+    if opts.config is None:
+        opts = dataclasses.replace(opts, config=str(_config_of(pins, pins_path)))
     settings, exc_path = _settings(opts, pins, pins_path)
     out = inputs.writable_dir(Path(opts.out), "--out")
     html_dir = inputs.writable_dir(Path(opts.html), "--html") if opts.html else None

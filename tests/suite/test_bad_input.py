@@ -387,3 +387,25 @@ def test_random_corruptions_end_in_a_verdict_or_one_line(real_run, tmp_path, mon
                 ratio = case["throughput"]["ratio"]
                 assert ratio is None or 0 < ratio < 1e6, (i, case)
     assert outcomes == {True, False}, "the corruptions must reach both the verdict and the error path"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["not a requirement!", "unilab==1.5.2"], "BASE 'not a requirement!' is not a requirement"),
+    (["unilab==1.4.0"], "CAND is missing"),
+    (["unilab==1.4.0", "unilab==1.4.0"], "BASE and CAND are the same"),
+    (["unilab==1.4.0", "--swap", "unisim-core"], "--swap 'unisim-core' names no version"),
+    (["unilab==1.4.0", "unilab==1.5.2", "--profile", "huge"], "--profile 'huge' is not a profile"),
+    (["unilab==1.4.0", "unilab==1.5.2", "--runs", "0"], "--runs 0 must be >= 1"),
+    (["unilab==1.4.0", "unilab==1.5.2", "--cases", "go2"], "--cases 'go2' is not <algo>/<task>/<sim>"),
+    (["unilab==1.4.0", "unilab==1.5.2", "--python", sys.executable], "--python runs refs of a repository"),
+    (["main", "mba-dev", "--repo", "nowhere"], "--repo nowhere is not a git repository"),
+    (["main", "--repo", ".", "--swap", "x==1"], "--swap replaces a package of an installed requirement"),
+])
+def test_ab_bad_input_leaves_nothing(tmp_path, monkeypatch, capsys, args, needle):
+    """Refused before anything is written or measured: no report folder, no pins file."""
+    for name in ("asv.conf.json", "pins.toml", "pins.unilab.toml", "gate-exceptions.toml"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.chdir(tmp_path)
+    expect_usage_error(capsys, ["ab", *args], needle, unchanged=[tmp_path])
+    assert not (tmp_path / "reports").exists()

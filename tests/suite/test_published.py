@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import jsonschema
@@ -87,8 +88,8 @@ def test_a_release_and_its_dependency_swap_measured_through_asv(measured, root, 
         go2 = next(r for r in doc["results"] if r["case"]["task"] == "go2_joystick_flat")
         assert go2["case"]["config_fixes"] == ["go2-flashsac-mujoco-reward-std"]
         assert doc["provenance"]["config_fixes"][0]["releases"] == "1.3.5-1.5.2"
-    r = run_mbaphases(suite, "report", "--config", "asv.published.resolved.conf.json", "--pins",
-                      "pins.published.toml", "--machine", "pub", "--min-runs", "1", "--out", str(tmp_path / "rep"))
+    # no --config: the report finds the config this run of the pins generated (its batch record)
+    r = run_mbaphases(suite, "report", "--pins", "pins.published.toml", "--machine", "pub", "--min-runs", "1", "--out", str(tmp_path / "rep"))
     assert r.returncode in (0, 1), r.stderr
     s = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert "MISSING" not in s["counts"] and "MISALIGNED" not in s["counts"], s["counts"]
@@ -96,6 +97,25 @@ def test_a_release_and_its_dependency_swap_measured_through_asv(measured, root, 
     installed = [k for k in s["environment"]["differences"] if k.startswith("install.installed.")]
     assert installed == ["install.installed.unisim-core"], installed
     assert any("config fix go2-flashsac-mujoco-reward-std" in n for n in s["baseline"]["notes"])
+
+
+def test_ab_of_a_release_and_a_dependency_swap_in_one_command(measured):
+    """`mbaphases ab REQ --swap PKG==V`: a real release from the registry against itself with one
+    package swapped, pins written, run and reported, ending at its page."""
+    suite, _ = measured
+    shutil.copy(ROOT / "pins.unilab.toml", suite / "pins.unilab.toml")
+    p = run_mbaphases(suite, "ab", "unilab[mujoco,motrix]==1.4.0", "--swap", "unisim-core==2.2.0", "--profile", "tiny",
+                      "--runs", "1", "--cases", CASES[0], "--machine", "ab-pub", timeout=2400)
+    assert p.returncode in (0, 1), p.stdout[-4000:] + p.stderr[-3000:]
+    out = suite / "reports" / "ab-unilab-1.4.0-vs-unilab-1.4.0-unisim-core-2.2.0"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["candidate"]["label"] == "unilab 1.4.0 + unisim-core 2.2.0"
+    assert "installed packages: differ only in unisim-core 2.0.0 → 2.2.0" in summary["notes"], summary["notes"]
+    assert summary["cases"][0]["throughput"]["baseline"]["runs"] == 1
+    assert (out / "page" / "index.html").is_file() and "page: " in p.stdout
+    pins = tomllib.loads(next(out.glob("pins.ab-*.toml")).read_text())
+    assert pins["candidates"][0]["swap"] == ["unisim-core==2.2.0"]
+    assert pins["published"]["repo"] == f"published-ab/{out.name.removeprefix('ab-')}"
 
 
 def _bad(tmp_path, name, old, new):

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,31 @@ def test_publishing_keeps_the_report_page_asv_links_to(ab, tmp_path):
     assert after == before and len(after) > 10
     assert (suite / "html" / "index.html").read_text().count('href="mbaphases/index.html"') == 1
     assert (suite / "html" / "graphs").is_dir() and not list(suite.glob(".mbaphases-pages-*"))
+
+
+def test_ab_of_two_refs_runs_reports_and_keeps_the_pins_it_used(ab):
+    """`mbaphases ab BASE CAND --repo`: the pins file written beside the report, the run, the report
+    and its page; the usual `report --pins` finds the run's config on its own afterwards."""
+    suite, shas, _ = ab
+    out = suite / "reports" / "ab"
+    p = run_mbaphases(suite, "ab", "main", "mba-dev", "--repo", "demo-target", "--profile", "tiny", "--runs", "1",
+                      "--cases", "sac/g1_walk_flat/mujoco", "--python", sys.executable, "--machine", "abbox",
+                      "--out", str(out))
+    assert p.returncode in (0, 1), p.stdout[-3000:] + p.stderr[-3000:]
+    pins_file = out / "pins.ab-main-vs-mba-dev.toml"
+    pins = tomllib.loads(pins_file.read_text())
+    assert pins["baseline"] == {"ref": "main", "label": "main"} and pins["candidates"][0]["ref"] == "mba-dev"
+    assert pins["profile"] == "tiny" and pins["cases"] == ["sac/g1_walk_flat/mujoco"] and pins["runs"] == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["candidate"]["revision"] == shas["mba-dev"]
+    assert [c["case"] for c in summary["cases"]] == ["sac/g1_walk_flat/mujoco"]
+    assert (out / "page" / "index.html").is_file() and f"page: {out / 'page' / 'index.html'}" in p.stdout
+    assert "plan: 2 sides x 1 cases x 1 runs" in p.stdout
+    record = json.loads(next((suite / "raw-runs" / "abbox" / "batches").glob("*.json")).read_text())
+    assert record["pins"] == str(pins_file.resolve()) and record["config"] == str((suite / "asv.conf.json").resolve())
+    again = run_mbaphases(suite, "report", "--pins", str(pins_file), "--machine", "abbox", "--out", str(suite / "again"))
+    assert again.returncode in (0, 1), again.stderr
+    assert json.loads((suite / "again" / "summary.json").read_text())["cases"] == summary["cases"]
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -1,0 +1,48 @@
+"""How long a formal run will take, said before it starts: from this machine's earlier batches
+(the machine name carries the host's hardware and the profile), as seconds per case-run."""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+RECENT = 5  # the newest batches: the host's speed drifts, older ones tell less
+
+
+def seconds_per_case_run(batches_dir: Path, profile_functions: bool) -> list[float]:
+    """Wall seconds per (run x case) of the newest earlier batches that ran the same way (with or
+    without profiled runs), newest last. A batch that recorded no run tells nothing."""
+    rates = []
+    for path in sorted(Path(batches_dir).glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a record this reader cannot parse is no evidence of speed
+        cases = len(record.get("cases") or [])
+        runs = record.get("recorded_runs") or 0
+        if not cases or not runs or not record.get("wall_seconds"):
+            continue
+        if bool(record.get("profile_functions")) != profile_functions:
+            continue
+        rates.append(record["wall_seconds"] / (runs * cases))
+    return rates[-RECENT:]
+
+
+def text(batches_dir: Path, sides: int, cases: int, runs: int, max_runs: int | None, profile_functions: bool) -> str:
+    """One line: the plan (sides, cases, runs, profiles) and its expected wall time, or why there is
+    no estimate yet."""
+    plan = (f"plan: {sides} sides x {cases} cases x {runs} runs"
+            + (f" (up to {max_runs} while a case is open)" if max_runs and max_runs > runs else "")
+            + (", one profiled run per side and case" if profile_functions else ""))
+    rates = seconds_per_case_run(batches_dir, profile_functions)
+    if not rates:
+        return (f"{plan}; no earlier batch of this machine and profile on this host, so no estimate yet "
+                "(the running ETA follows the first runs)")
+    rate = statistics.median(rates)
+    low = rate * sides * cases * runs
+    span = _minutes(low) + (f" to {_minutes(rate * sides * cases * max_runs)}" if max_runs and max_runs > runs else "")
+    return f"{plan}; estimate {span} (from the {len(rates)} newest earlier batches of this machine)"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
