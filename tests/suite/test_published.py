@@ -89,7 +89,8 @@ def test_a_release_and_its_dependency_swap_measured_through_asv(measured, root, 
         assert go2["case"]["config_fixes"] == ["go2-flashsac-mujoco-reward-std"]
         assert doc["provenance"]["config_fixes"][0]["releases"] == "1.3.5-1.5.2"
     # no --config: the report finds the config this run of the pins generated (its batch record)
-    r = run_mbaphases(suite, "report", "--pins", "pins.published.toml", "--machine", "pub", "--min-runs", "1", "--out", str(tmp_path / "rep"))
+    r = run_mbaphases(suite, "report", "--pins", "pins.published.toml", "--machine", "pub", "--min-runs", "1",
+                      "--out", str(tmp_path / "rep"))
     assert r.returncode in (0, 1), r.stderr
     s = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert "MISSING" not in s["counts"] and "MISALIGNED" not in s["counts"], s["counts"]
