@@ -15,7 +15,7 @@ import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 
-from mbaphases import estimate, formal_lock, hardware, inputs, load, targets
+from mbaphases import estimate, formal_lock, hardware, inputs, load, processes, targets
 from mbaphases import until_decisive as until_mod
 from mbaphases.errors import UsageError
 
@@ -210,7 +210,7 @@ def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo
         cmd = base + [f"HASHFILE:{hashfile}", "-a", f"rounds={rounds}"]
         cmd += ["--interleave-rounds"] if rounds > 1 else []
         print("$ " + " ".join(cmd[1:]), file=out, flush=True)
-        return subprocess.run(cmd, cwd=suite_dir, env=env, check=False).returncode
+        return processes.run(cmd, suite_dir, env)
     # an existing environment: one asv invocation per run and side, the order reversed every round
     worktrees = suite_dir / ".asv" / "worktrees"
     for sha in shas:
@@ -228,9 +228,8 @@ def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo
             cmd += ["-E", f"existing:{python}", "--set-commit-hash", sha, "-a", "rounds=1"]
             print(f"[round {k + 1}/{rounds}] {names[sha]}: $ " + " ".join(cmd[1:]), file=out, flush=True)
             # existing environments get no ASV_* variables: name the checkout and commit
-            p = subprocess.run(cmd, cwd=suite_dir, check=False,
-                               env={**env, "MBAPHASES_TARGET_DIR": str(worktrees / sha), "MBAPHASES_COMMIT": sha})
-            rc = rc or p.returncode
+            rc = rc or processes.run(cmd, suite_dir,
+                                     {**env, "MBAPHASES_TARGET_DIR": str(worktrees / sha), "MBAPHASES_COMMIT": sha})
     return rc
 
 
@@ -279,7 +278,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
     planned = len(sides) * (until_decisive["max_runs"] if until_decisive else runs)
     try:
-        with Progress(progress_file, names, planned, raw_dir / machine, started, out):
+        with processes.terminate_as_interrupt(), Progress(progress_file, names, planned, raw_dir / machine, started, out):
             rc = _run_round(base, conf, conf_path, suite_dir, shas, runs, env, python, repo_path, names, out,
                             f"{int(started)}")
             if until_decisive is not None:
@@ -297,8 +296,12 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                 done_runs, rc = until_mod.add_rounds(
                     until_decisive, conf_path, pins, sides, machine, names, record, started, runs, rc, run_round,
                     lambda: run_meta(raw_dir, machine, started), out)
-    except KeyboardInterrupt:
-        print("interrupted: every completed run is kept under " + str(raw_dir / machine), file=out)
+    except KeyboardInterrupt as e:
+        # every process the batch started has been ended (mbaphases.processes) before this line
+        why = f" by {e}" if isinstance(e, processes.Interrupted) else ""
+        print(f"interrupted{why}: every completed run is kept under {raw_dir / machine}; no process of the batch "
+              "is left", file=out)
+        record["interrupted"] = str(e) if isinstance(e, processes.Interrupted) else "SIGINT"
         rc = 130
     finally:
         progress_file.unlink(missing_ok=True)

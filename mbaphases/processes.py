@@ -1,0 +1,94 @@
+"""A formal command owns every process it starts.
+
+Each child (asv, and through it the forkserver, the benchmark processes, py-spy and the entries)
+starts in a session of its own. asv puts each of its own children in a new process group, so a
+process group is not the tree; the session is (no descendant here starts a session of its own).
+Whatever way the command ends (the child's exit, Ctrl-C, SIGTERM, SIGHUP, an error), every
+process still in that session is ended: TERM, then KILL after a grace period. A next formal run
+never measures beside an orphan of this one.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+GRACE_S = 5.0
+
+
+def session_members(sid: int) -> list[int]:
+    """Every live process of session ``sid`` (read from /proc: field 6 of each stat line)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # ended while listed
+        fields = text[text.rindex(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            members.append(int(stat.parent.name))
+    return members
+
+
+def end_session(sid: int, grace_s: float = GRACE_S) -> list[int]:
+    """TERM every process of the session, KILL what is left after ``grace_s``; returns the pids
+    that had to be ended."""
+    found = session_members(sid)
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and session_members(sid):
+        time.sleep(0.1)
+    for pid in session_members(sid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return found
+
+
+def start(cmd: list[str], cwd, env: dict, cpu: int | None = None) -> subprocess.Popen:
+    """``cmd`` in a session of its own (on ``cpu`` alone when given: its children inherit it)."""
+    preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    return subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, preexec_fn=preexec)
+
+
+def run(cmd: list[str], cwd, env: dict) -> int:
+    """``cmd`` to its end; then nothing of its session is left, on every exit path."""
+    return wait_all([start(cmd, cwd, env)])[0]
+
+
+def wait_all(procs: list[subprocess.Popen]) -> list[int]:
+    """Wait for every process started by :func:`start`; their sessions are ended afterwards, and
+    at once if the wait is interrupted."""
+    try:
+        return [p.wait() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGTERM)
+            end_session(p.pid)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=GRACE_S)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, read as Ctrl-C: the same path keeps the runs and ends the children."""
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """Inside: SIGTERM and SIGHUP raise :class:`Interrupted` (a KeyboardInterrupt) instead of ending
+    the process where it stands, so the children are ended and the batch recorded first."""
+    def raise_interrupted(signum, _frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, raise_interrupted) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
