@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import csv
 import hashlib
 import importlib.util
 import json
@@ -164,10 +165,11 @@ def host_load() -> dict:
     }
 
 
-def busy_during(start: dict, end: dict) -> dict:
+def busy_during(start: dict, end: dict, partner_share: float = 0.0) -> dict:
     """Over the run: the share of all CPUs that other processes used (the machine's busy time
     less this process's and the entry's own CPU time), the share the hypervisor stole, and
-    the entry's context switches (involuntary: it was preempted)."""
+    the entry's context switches (involuntary: it was preempted). In a duet the partner's CPU
+    (``partner_share`` of them) is expected busy: only what is beyond it flags the run."""
     a, b = start.get("cpu_jiffies"), end.get("cpu_jiffies")
     busy = steal = None
     if a and b and b[0] > a[0]:
@@ -177,7 +179,8 @@ def busy_during(start: dict, end: dict) -> dict:
         busy = min(1.0, max(0.0, (used_s - (end["own_cpu_s"] - start["own_cpu_s"])) / capacity_s))
         if len(a) > 2 and len(b) > 2:
             steal = min(1.0, max(0.0, (b[2] - a[2]) / (b[0] - a[0])))
-    out = {"cpu_busy_fraction": busy, "busy": bool(busy is not None and busy > BUSY_FRACTION),
+    out = {"cpu_busy_fraction": busy, "busy": bool(busy is not None and busy > BUSY_FRACTION + partner_share),
+           **({"partner_share": partner_share} if partner_share else {}),
            "steal_fraction": steal, "steal": bool(steal is not None and steal > STEAL_FRACTION),
            "seconds": end["time"] - start["time"]}
     sa, sb = start.get("children_switches"), end.get("children_switches")
@@ -303,7 +306,10 @@ def run_entry(pins: dict) -> dict:
             "baseline": pins["baseline"], "candidates": pins.get("candidates") or [pins.get("candidate")],
             "version": pins_version(pins)}
     cmd = _entry_command(pins, entry_rel, stem)
-    env = {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": str(prof["torch_threads"])}
+    duet = duet_settings()
+    # a duet holds every pool to one thread: each side has one CPU of its own
+    env = {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": "1" if duet else str(prof["torch_threads"]),
+           **(DUET_THREADS if duet else {})}
     meta["command"] = cmd
     with hold_formal_run_lock(f"entry run {stem}") as lock:
         meta["lock"] = lock
@@ -316,11 +322,15 @@ def run_entry(pins: dict) -> dict:
         else:
             meta["load_start"] = host_load()
             meta["started"] = time.time()
-            proc = _run_with_progress(cmd, target, env, commit, k)
+            if duet:
+                proc, meta["duet"] = _run_duet_cases(pins, entry_rel, stem, target, env, commit, k, duet)
+            else:
+                proc = _run_with_progress(cmd, target, env, commit, k)
             meta["ended"] = time.time()
     meta["load_end"] = host_load()
     if "load_start" in meta:
-        meta["load_during"] = busy_during(meta["load_start"], meta["load_end"])
+        partner = 1.0 / max(1, os.cpu_count() or 1) if duet else 0.0
+        meta["load_during"] = busy_during(meta["load_start"], meta["load_end"], partner)
     meta["returncode"] = proc.returncode
     meta["environment"] = env_now
     meta["entry"] = {"checkout": str(target) if target else None, "path": entry_rel}
@@ -336,6 +346,77 @@ def run_entry(pins: dict) -> dict:
         # after the measured run has ended, in processes of their own: never a sample
         profile_functions(pins, target, entry_rel, out_dir / "profile" / batch, env)
     return {"run": k, "results": results, "errors": errors}
+
+
+# one thread for every pool a side may start: torch's and OpenMP's, MKL, OpenBLAS, numba
+DUET_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                "NUMBA_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+DUET_WAIT_S = 1800.0  # the partner's case takes at most this long to reach the barrier
+
+
+def duet_settings() -> dict | None:
+    """This run's place in a duet (mbaphases run --duet), or None when it runs alone."""
+    folder = os.environ.get("MBAPHASES_DUET_DIR")
+    if not folder:
+        return None
+    return {"dir": folder, "pair": os.environ["MBAPHASES_DUET_PAIR"], "role": int(os.environ["MBAPHASES_DUET_ROLE"]),
+            "cpu": int(os.environ["MBAPHASES_DUET_CPU"]), "partner": os.environ["MBAPHASES_DUET_PARTNER"],
+            "round": int(os.environ["MBAPHASES_DUET_ROUND"])}
+
+
+def duet_barrier(folder: Path, step: str, role: int, timeout_s: float = DUET_WAIT_S) -> tuple[float, bool]:
+    """Arrive at ``step`` and wait for the partner to arrive too (or to have ended: the runner
+    marks each side's end). Returns (seconds waited, whether the partner arrived)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{step}.{role}").write_text(str(time.time()))
+    other, ended = folder / f"{step}.{1 - role}", folder / f"ended.{1 - role}"
+    started = time.time()
+    while not other.exists():
+        if ended.exists() or time.time() - started > timeout_s:
+            return time.time() - started, False
+        time.sleep(0.005)
+    return time.time() - started, True
+
+
+def _run_duet_cases(pins: dict, entry_rel: str, stem: Path, target: Path, env: dict, commit: str, k: int,
+                    duet: dict) -> tuple[subprocess.CompletedProcess, dict]:
+    """The entry once per case, each started together with the partner's same case (a barrier),
+    so the two measured windows overlap; the cases' JSON and CSV are joined into the run's own.
+    The per-case files stay in run<k>.parts/."""
+    parts = stem.with_name(f"{stem.name}.parts")
+    parts.mkdir(parents=True, exist_ok=True)
+    record = {**{key: duet[key] for key in ("pair", "round", "role", "cpu", "partner")},
+              "threads": {key: env.get(key) for key in (*THREAD_VARS, "NUMBA_NUM_THREADS")},
+              "affinity": sorted(os.sched_getaffinity(0)), "cases": {}}
+    outs, errs, rc, docs, rows = [], [], 0, [], []
+    for i, case in enumerate(pins["cases"]):
+        waited, met = duet_barrier(Path(duet["dir"]), f"case{i}", duet["role"])
+        record["cases"][case] = {"waited_s": round(waited, 3), "partner_arrived": met, "started": time.time()}
+        part = parts / case_slug(case)
+        cmd = _entry_command({**pins, "cases": [case]}, entry_rel, part)
+        p = _run_with_progress(cmd, target, env, commit, k)
+        outs.append(p.stdout)
+        errs.append(p.stderr)
+        rc = max(rc, p.returncode)
+        if Path(f"{part}.json").is_file():
+            try:
+                docs.append(json.loads(Path(f"{part}.json").read_text()))
+            except ValueError:
+                pass  # the case then has no result: reported failed with the entry's last line
+        if Path(f"{part}.csv").is_file():
+            with open(f"{part}.csv", newline="") as f:
+                rows += list(csv.DictReader(f))
+    if docs:
+        joined = {**docs[0], "results": [r for d in docs for r in d.get("results", [])],
+                  "errors": [e for d in docs for e in d.get("errors", [])]}
+        Path(f"{stem}.json").write_text(json.dumps(joined, indent=2) + "\n")
+    if rows:
+        columns = list(dict.fromkeys(c for r in rows for c in r))
+        with open(f"{stem}.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+    return subprocess.CompletedProcess(["duet"], rc, "".join(outs), "".join(errs)), record
 
 
 def _next_run(out_dir: Path) -> tuple[int, Path]:

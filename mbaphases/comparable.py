@@ -133,10 +133,29 @@ def pair(b: Side, c: Side) -> tuple[Side, Side, list[str]]:
             c.restrict([r for r in rc if c.batches[r] in common]), notes)
 
 
-def block_runs(b: Side, c: Side, runs_b, runs_c) -> list[tuple[list[str], list[str]]]:
-    """Per batch both ran in: (baseline runs, candidate runs) among those given. One block
-    when the batches are not recorded."""
+def strata_text(b: Side, c: Side, blocks: list) -> str:
+    """What the strata are: "5 duet pairs", "3 batches", "5 duet pairs + 1 batch"."""
+    pairs = sum(1 for xb, _ in blocks if len(xb) == 1 and xb[0] in b.pairs) if b.pairs and c.pairs else 0
+    rest = len(blocks) - pairs
+    parts = ([f"{pairs} duet pair{'s' if pairs != 1 else ''}"] if pairs else []) + \
+        ([f"{rest} batch{'es' if rest != 1 else ''}"] if rest else [])
+    return " + ".join(parts)
+
+
+def block_runs(b: Side, c: Side, runs_b, runs_c, paired: bool = True) -> list[tuple[list[str], list[str]]]:
+    """The strata the sides are compared in, among the runs given: each duet pair of the two
+    (their runs at the same time: one run each), then per batch both ran in, the runs outside
+    such pairs. One block when the batches are not recorded."""
     runs_b, runs_c = list(runs_b), list(runs_c)
+    paired_b = {b.pairs[r]: r for r in runs_b if r in b.pairs}
+    paired_c = {c.pairs[r]: r for r in runs_c if r in c.pairs}
+    together = sorted(set(paired_b) & set(paired_c)) if paired else []
+    if together:
+        rest_b = [r for r in runs_b if b.pairs.get(r) not in together]
+        rest_c = [r for r in runs_c if c.pairs.get(r) not in together]
+        pairs = [([paired_b[p]], [paired_c[p]]) for p in together]
+        return pairs + (block_runs(b.restrict(rest_b), c.restrict(rest_c), rest_b, rest_c)
+                        if rest_b and rest_c else [])
     if any(b.batches.get(r) is None for r in runs_b) or any(c.batches.get(r) is None for r in runs_c):
         return [(runs_b, runs_c)]
     out = []
@@ -148,6 +167,9 @@ def block_runs(b: Side, c: Side, runs_b, runs_c) -> list[tuple[list[str], list[s
     return out
 
 
-def blocks(b: Side, c: Side, values_b: dict[str, float], values_c: dict[str, float]) -> list[tuple[list, list]]:
-    """Per batch both ran in: (baseline values, candidate values), from run -> value maps."""
-    return [([values_b[r] for r in rb], [values_c[r] for r in rc]) for rb, rc in block_runs(b, c, values_b, values_c)]
+def blocks(b: Side, c: Side, values_b: dict[str, float], values_c: dict[str, float],
+           paired: bool = True) -> list[tuple[list, list]]:
+    """Per stratum (duet pair, else batch both ran in): (baseline values, candidate values), from
+    run -> value maps; ``paired=False``: per batch only, the unpaired view of the same runs."""
+    return [([values_b[r] for r in rb], [values_c[r] for r in rc])
+            for rb, rc in block_runs(b, c, values_b, values_c, paired)]

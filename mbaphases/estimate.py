@@ -28,19 +28,20 @@ def seconds_per_case_run(batches_dir: Path, profile_functions: bool) -> list[flo
     return rates[-RECENT:]
 
 
-def text(batches_dir: Path, sides: int, cases: int, runs: int, max_runs: int | None, profile_functions: bool) -> str:
+def text(batches_dir: Path, plan: str, runs_per_round: int, cases: int, rounds: int, max_rounds: int | None,
+         profile_functions: bool) -> str:
     """One line: the plan (sides, cases, runs, profiles) and its expected wall time, or why there is
     no estimate yet."""
-    plan = (f"plan: {sides} sides x {cases} cases x {runs} runs"
-            + (f" (up to {max_runs} while a case is open)" if max_runs and max_runs > runs else "")
+    plan = (plan + (f" (up to {max_rounds} while a case is open)" if max_rounds and max_rounds > rounds else "")
             + (", one profiled run per side and case" if profile_functions else ""))
     rates = seconds_per_case_run(batches_dir, profile_functions)
     if not rates:
         return (f"{plan}; no earlier batch of this machine and profile on this host, so no estimate yet "
                 "(the running ETA follows the first runs)")
     rate = statistics.median(rates)
-    low = rate * sides * cases * runs
-    span = _minutes(low) + (f" to {_minutes(rate * sides * cases * max_runs)}" if max_runs and max_runs > runs else "")
+    low = rate * runs_per_round * cases * rounds
+    span = _minutes(low) + (f" to {_minutes(rate * runs_per_round * cases * max_rounds)}"
+                            if max_rounds and max_rounds > rounds else "")
     return f"{plan}; estimate {span} (from the {len(rates)} newest earlier batches of this machine)"
 
 

@@ -31,7 +31,7 @@ from mbaphases import comparable, inputs
 from mbaphases.errors import UsageError
 from mbaphases.side import Side
 from mbaphases.stats import intervals, rules
-from mbaphases.tables import per_run, per_run_map
+from mbaphases.tables import missing, per_run, per_run_map
 
 STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "MISSING", "MISALIGNED", "EXCEPTED")
 
@@ -107,12 +107,24 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
             row["note"] = f"needs >= {min_runs} successful runs per side; " + "; ".join(parts)
             rows.append(row)
             continue
-        blocks = comparable.blocks(b, c, per_run_map(b, "throughput", case), per_run_map(c, "throughput", case))
+        run_b, run_c = per_run_map(b, "throughput", case), per_run_map(c, "throughput", case)
+        blocks = comparable.blocks(b, c, run_b, run_c)
         iv = intervals.ratio_interval(xb, xc, confidence, blocks)
         row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, k=iv.k, coverage=iv.coverage,
-                   smallest_detectable_change=iv.half_width, strata=iv.strata, method=iv.method)
+                   smallest_detectable_change=iv.half_width, strata=iv.strata, method=iv.method,
+                   strata_text=comparable.strata_text(b, c, [(list(rb), list(rc)) for rb, rc in
+                                                             comparable.block_runs(b, c, run_b, run_c)]))
         if len(blocks) > 1:
-            row["note"] = f"stratified over {len(blocks)} batches (van Elteren, {iv.method})"
+            row["note"] = (f"paired over {row['strata_text']} (Wilcoxon signed-rank of the per-pair ratios, exact)"
+                           if iv.method.startswith("signed-rank")
+                           else f"stratified over {row['strata_text']} (van Elteren, {iv.method})")
+            unpaired = comparable.blocks(b, c, run_b, run_c, paired=False)
+            if len(unpaired) != len(blocks):
+                # the same runs as if they had not run in pairs: what the pairing bought
+                solo = intervals.ratio_interval(xb, xc, confidence, unpaired)
+                row["unpaired"] = {"lower": solo.lower, "upper": solo.upper, "estimate": solo.estimate}
+                row["note"] += (f"; unpaired view [{solo.lower:.3f}, {solo.upper:.3f}]"
+                                if not missing(solo.lower) else "; unpaired view: no interval")
             row["p_value"] = (intervals.stratified_p_less(blocks, threshold)
                               if min(len(xb), len(xc)) >= rules.RANK_TEST_MIN_RUNS else None)
         else:

@@ -51,6 +51,7 @@ PINS_SCHEMA = {
         "candidates": {"type": "array", "minItems": 1, "items": _CANDIDATE},
         "reference": {"type": "string", "minLength": 1},
         "profile_functions": {"type": "boolean"},
+        "duet": {"type": "boolean"},
         # py-spy's sampling rate for the profiled runs: lower where native unwinding of many
         # threads (a large framework) stalls the target at every sample
         "profile_rate_hz": {"type": "integer", "minimum": 10, "maximum": 1000},

@@ -296,9 +296,11 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
     for p in paths:
         meta = Path(p).with_name(Path(p).name.removesuffix(".json") + ".meta.json")
         if meta.is_file():
-            batch = read_json_file(meta).get("batch")
-            if batch:
-                side.batches[p] = batch
+            doc = read_json_file(meta)
+            if doc.get("batch"):
+                side.batches[p] = doc["batch"]
+            if (doc.get("duet") or {}).get("pair"):
+                side.pairs[p] = doc["duet"]["pair"]
     # runs on other hardware are kept apart per run, never pooled (mbaphases.comparable)
     side.run_hardware = {p: _entry_hardware(d) for p, _, d in docs}
     side.hardware = side.run_hardware[paths[0]]
@@ -395,7 +397,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     side.alignment = runs.alignment
     if runs.names:
         side.values = pd.DataFrame(runs.rows, columns=["run", "case", "metric", "value"])
-        side.batches, side.run_hardware = runs.batches, runs.hardware
+        side.batches, side.pairs, side.run_hardware = runs.batches, runs.pairs, runs.hardware
         side.run_flags = {run: f for run, f in runs.flags.items() if f}
         side.notes += _mirror_notes(side.values, pd.DataFrame(asv_rows, columns=side.values.columns))
     else:
@@ -454,6 +456,7 @@ class _RawRuns:
     hardware: dict = field(default_factory=dict)
     flags: dict = field(default_factory=dict)
     batches: dict = field(default_factory=dict)
+    pairs: dict = field(default_factory=dict)
 
 
 def _raw_runs(raw: Path, side: Side) -> _RawRuns:
@@ -469,6 +472,8 @@ def _raw_runs(raw: Path, side: Side) -> _RawRuns:
         out.names.append(run)
         if meta.get("batch"):
             out.batches[run] = meta["batch"]
+        if (meta.get("duet") or {}).get("pair"):
+            out.pairs[run] = meta["duet"]["pair"]
         out.fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
         env = side.environment or {}

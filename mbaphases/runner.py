@@ -212,20 +212,11 @@ def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo
         print("$ " + " ".join(cmd[1:]), file=out, flush=True)
         return processes.run(cmd, suite_dir, env)
     # an existing environment: one asv invocation per run and side, the order reversed every round
-    worktrees = suite_dir / ".asv" / "worktrees"
-    for sha in shas:
-        wt = worktrees / sha
-        if not wt.exists():
-            git(repo_path, "worktree", "add", "--detach", "-f", str(wt), sha)
+    worktrees = _worktrees(suite_dir, repo_path, shas)
     rc = 0
     for k in range(rounds):
         for sha in (shas if k % 2 == 0 else shas[::-1]):
-            # asv takes no range with an existing environment and runs the head of every
-            # configured branch: a config copy naming only this commit runs it once
-            one = suite_dir / "asv.existing.resolved.conf.json"
-            one.write_text(json.dumps({**conf, "branches": [sha]}, indent=2))
-            cmd = [c if c != str(conf_path) else str(one) for c in base]
-            cmd += ["-E", f"existing:{python}", "--set-commit-hash", sha, "-a", "rounds=1"]
+            cmd = _existing_command(base, conf, conf_path, suite_dir, sha, python)
             print(f"[round {k + 1}/{rounds}] {names[sha]}: $ " + " ".join(cmd[1:]), file=out, flush=True)
             # existing environments get no ASV_* variables: name the checkout and commit
             rc = rc or processes.run(cmd, suite_dir,
@@ -233,9 +224,93 @@ def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo
     return rc
 
 
+def duet_pairs(sides: list[dict], reference: str | None) -> list[tuple[dict, dict]]:
+    """Which sides run together in a duet: every candidate with the baseline (the gate's
+    comparisons), and every other candidate with the ledger's reference (what each optimization
+    bought); each comparison the report makes is then paired."""
+    base, cands = sides[0], sides[1:]
+    pairs = [(base, c) for c in cands]
+    ref = next((c for c in cands if c["label"] == reference), None)
+    if ref is not None and len(cands) > 1:
+        pairs += [(ref, c) for c in cands if c is not ref]
+    return pairs
+
+
+def duet_cpus() -> tuple[int, int]:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise UsageError(f"--duet needs two CPUs, one per side; this process may use {len(cpus)} ({cpus})")
+    return cpus[0], cpus[1]
+
+
+def _existing_command(base, conf, conf_path, suite_dir, sha, python) -> list[str]:
+    """asv for one run of ``sha`` in an existing environment: asv takes no range there and runs the
+    head of every configured branch, so a config copy naming only this commit (one per commit:
+    two may run at once in a duet)."""
+    one = suite_dir / f"asv.existing.{sha[:12]}.resolved.conf.json"
+    one.write_text(json.dumps({**conf, "branches": [sha]}, indent=2))
+    cmd = [c if c != str(conf_path) else str(one) for c in base]
+    return cmd + ["-E", f"existing:{python}", "--set-commit-hash", sha, "-a", "rounds=1"]
+
+
+def _worktrees(suite_dir: Path, repo_path: Path, shas: list[str]) -> Path:
+    worktrees = suite_dir / ".asv" / "worktrees"
+    for sha in shas:
+        wt = worktrees / sha
+        if not wt.exists():
+            git(repo_path, "worktree", "add", "--detach", "-f", str(wt), sha)
+    return worktrees
+
+
+def _run_duets(base, conf, conf_path, suite_dir, pairs, rounds, first_round, env, python, repo_path, names, out,
+               batch) -> int:
+    """``rounds`` duet rounds: in each, every pair runs at the same time, one side per CPU (the
+    CPUs' roles swapped every round), every pool at one thread, each case started together with
+    the partner's (a barrier in the benchmark), so the host's interference hits both alike."""
+    cpus = duet_cpus()
+    worktrees = _worktrees(suite_dir, repo_path, sorted({x["sha"] for pair in pairs for x in pair}))
+    rc = 0
+    for k in range(first_round, first_round + rounds):
+        for i, pair in enumerate(pairs):
+            ordered = pair if k % 2 == 0 else pair[::-1]
+            pair_id = f"{batch}/r{k + 1}p{i + 1}"
+            barrier = suite_dir / ".asv" / "duet" / batch / f"r{k + 1}p{i + 1}"
+            procs = []
+            for role, x in enumerate(ordered):
+                partner = ordered[1 - role]
+                cmd = _existing_command(base, conf, conf_path, suite_dir, x["sha"], python)
+                print(f"[duet round {k + 1}, pair {i + 1}/{len(pairs)}] CPU {cpus[role]}: {names[x['sha']]}", file=out,
+                      flush=True)
+                procs.append(processes.start(cmd, suite_dir, {
+                    **env, "MBAPHASES_TARGET_DIR": str(worktrees / x["sha"]), "MBAPHASES_COMMIT": x["sha"],
+                    "MBAPHASES_DUET_DIR": str(barrier), "MBAPHASES_DUET_PAIR": pair_id,
+                    "MBAPHASES_DUET_ROLE": str(role), "MBAPHASES_DUET_CPU": str(cpus[role]),
+                    "MBAPHASES_DUET_PARTNER": partner["sha"], "MBAPHASES_DUET_ROUND": str(k + 1)}, cpu=cpus[role]))
+            codes = _wait_pair(procs, barrier)
+            rc = rc or max(codes)
+    return rc
+
+
+def _wait_pair(procs, barrier: Path) -> list[int]:
+    """Both sides of a pair to their end; each side's end is marked, so a partner that failed
+    early is not waited for at every case."""
+    barrier.mkdir(parents=True, exist_ok=True)
+    pending = dict(enumerate(procs))
+    try:
+        while pending:
+            for role, p in list(pending.items()):
+                if p.poll() is not None:
+                    (barrier / f"ended.{role}").write_text(str(time.time()))
+                    del pending[role]
+            time.sleep(0.2)
+    finally:
+        codes = processes.wait_all(procs)
+    return codes
+
+
 def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
               only: list[str] | None = None, until_decisive: dict | None = None, out=sys.stdout,
-              allow_other_hardware: bool = False, profile_functions: bool = False) -> int:
+              allow_other_hardware: bool = False, profile_functions: bool = False, duet: bool = False) -> int:
     """Run every side ``runs`` times with asv, interleaved; returns the exit status
     (0: every run of every case succeeded).
 
@@ -248,7 +323,13 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     if runs < 1:
         raise UsageError(f"--runs {runs} must be >= 1")
     profile = pins["active_profile"]["name"]
-    machine = machine or default_machine(profile)
+    if duet:
+        if repo_path is None:
+            raise UsageError("--duet runs both sides of a pair from one existing environment, each from its own "
+                             "checkout; it needs the target repository on this machine")
+        python = python or sys.executable
+    # duet runs hold every pool at one thread and share the machine: never pooled with solo runs
+    machine = machine or default_machine(profile) + ("-duet" if duet else "")
     # beside results/, not in it: asv walks every folder under results/ and warns on each
     raw_dir = suite_dir / "raw-runs"
     if not allow_other_hardware:
@@ -264,23 +345,37 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     env = _batch_env(pins, machine, raw_dir, batch, progress_file, allow_other_hardware, profile_functions)
     ensure_machine(conf_path, machine)
     print(f"batch {batch}", file=out, flush=True)
-    print(estimate.text(raw_dir / machine / "batches", len(sides), len(pins["cases"]), runs,
-                        until_decisive["max_runs"] if until_decisive else None, profile_functions), file=out, flush=True)
+    pairs = duet_pairs(sides, pins.get("reference")) if duet else None
+    plan = (f"plan: {len(pairs)} duet pairs x {len(pins['cases'])} cases x {runs} rounds" if duet
+            else f"plan: {len(sides)} sides x {len(pins['cases'])} cases x {runs} runs")
+    print(estimate.text(raw_dir / machine / "batches", plan, 2 * len(pairs) if duet else len(sides), len(pins["cases"]),
+                        runs, until_decisive["max_runs"] if until_decisive else None, profile_functions),
+          file=out, flush=True)
     shas = [x["sha"] for x in sides]
     base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
             "--record-samples", "--append-samples", "--show-stderr"]
     rc, done_runs = 0, runs
-    runs_by_side = {x["label"]: runs for x in sides}
+    per_round = {x["label"]: (sum(x in pair for pair in pairs) if duet else 1) for x in sides}
+    runs_by_side = {label: runs * n for label, n in per_round.items()}
     # the pins and the asv config the run used: the report and find locate the config from here
     record = {"batch": batch, "machine": machine, "profile": profile, "started": started,
               "pins": str(Path(pins["path"]).resolve()), "config": str(conf_path), "cases": list(pins["cases"]),
               "profile_functions": profile_functions,
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
-    planned = len(sides) * (until_decisive["max_runs"] if until_decisive else runs)
+    if duet:
+        record["duet"] = {"pairs": [[a["label"], b["label"]] for a, b in pairs], "cpus": list(duet_cpus())}
+    planned = sum(per_round.values()) * (until_decisive["max_runs"] if until_decisive else runs)
+
+    def rounds_of(order: list[str], count: int, first: int, tag: str) -> int:
+        if duet:
+            chosen = [pair for pair in pairs if all(x["sha"] in order for x in pair)]
+            return _run_duets(base, conf, conf_path, suite_dir, chosen, count, first, env, python, repo_path, names,
+                              out, batch)
+        return _run_round(base, conf, conf_path, suite_dir, order, count, env, python, repo_path, names, out, tag)
+
     try:
         with processes.terminate_as_interrupt(), Progress(progress_file, names, planned, raw_dir / machine, started, out):
-            rc = _run_round(base, conf, conf_path, suite_dir, shas, runs, env, python, repo_path, names, out,
-                            f"{int(started)}")
+            rc = rounds_of(shas, runs, 0, f"{int(started)}")
             if until_decisive is not None:
                 record["until_decisive"] = until_decisive
 
@@ -288,10 +383,12 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                     nonlocal done_runs
                     done_runs = number  # kept current: an interrupted batch records what it ran
                     for x in sides:
-                        if x["sha"] in order:
+                        if duet:
+                            runs_by_side[x["label"]] += sum(x in pair for pair in pairs
+                                                            if all(y["sha"] in order for y in pair))
+                        elif x["sha"] in order:
                             runs_by_side[x["label"]] += 1
-                    return _run_round(base, conf, conf_path, suite_dir, order, 1, env, python, repo_path, names, out,
-                                      f"{int(started)}-{number}")
+                    return rounds_of(order, 1, number - 1, f"{int(started)}-{number}")
 
                 done_runs, rc = until_mod.add_rounds(
                     until_decisive, conf_path, pins, sides, machine, names, record, started, runs, rc, run_round,

@@ -88,7 +88,7 @@ def _md(df: pd.DataFrame) -> str:
 def interval_text(r: dict) -> str:
     if tables.missing(r.get("lower")):
         return "n/a"
-    how = f"k={int(r['k'])}" if not tables.missing(r.get("k")) else f"{int(r.get('strata') or 1)} batches"
+    how = f"k={int(r['k'])}" if not tables.missing(r.get("k")) else (r.get("strata_text") or f"{int(r.get('strata') or 1)} batches")
     return f"[{r['lower']:.3f}, {r['upper']:.3f}] ({how}, {r['coverage']:.1%})"
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mbaphases import inputs, runner, until_decisive
+from mbaphases import inputs, published, runner, until_decisive
 from mbaphases.commands import target
+from mbaphases.errors import UsageError
 
 
 def add_parser(sub) -> None:
@@ -35,6 +36,9 @@ def add_parser(sub) -> None:
     r.add_argument("--max-runs", type=int, default=10, help="with --until-decisive: most runs per side (default 10)")
     r.add_argument("--budget-min", type=float, default=120.0,
                    help="with --until-decisive: no new round after this many minutes (default 120)")
+    r.add_argument("--duet", action="store_true", default=None,
+                   help="run sides in pairs at the same time, one CPU each, every pool at one thread, decided on the "
+                        "paired per-round ratios (default: pins 'duet', off; the demo target's sides)")
     r.set_defaults(handler=main)
 
 
@@ -44,6 +48,12 @@ def main(args) -> int:
         pins["baseline"] = {**pins["baseline"], "ref": args.baseline}
     if args.candidate:
         pins["candidates"] = [{"ref": args.candidate, "label": pins["candidates"][0]["label"]}]
+    duet = args.duet if args.duet is not None else bool(pins.get("duet", False))
+    if duet and (published.is_published(pins) or args.field_repo):
+        # their sides are installed packages, one environment at a time; the demo target's run from checkouts
+        raise UsageError("--duet runs both sides of a pair from one environment, each from its own checkout: the "
+                         "demo target's sides; a side that is an installed release or a field repository's commit "
+                         "needs an environment of its own (run without --duet)")
     conf = target.target_conf(Path(args.config), pins, args.field_repo, args.field_package)
     runs = args.runs if args.runs is not None else int(pins["runs"])
     until = until_decisive.plan(pins, runs, args.max_runs, args.budget_min) if args.until_decisive else None
@@ -54,7 +64,7 @@ def main(args) -> int:
                                  else bool(pins.get("profile_functions", False)))
             return runner.run_sides(conf, pins, runs, args.machine, args.python, only, until,
                                     allow_other_hardware=args.allow_other_hardware,
-                                    profile_functions=profile_functions)
+                                    profile_functions=profile_functions, duet=duet)
     except runner.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
         return runner.EXIT_LOCK_TIMEOUT

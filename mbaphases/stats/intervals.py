@@ -134,6 +134,8 @@ def _shift(blocks: list[tuple], confidence: float, log: bool) -> RatioInterval:
             return RatioInterval(None, None, est, None, None, m, n, ratio=log)
         method = "exact" if min(len(b), len(c)) < EXACT_BELOW else "normal"
         return RatioInterval(float(back(d[k - 1])), float(back(d[-k])), est, k, coverage, m, n, 1, method, log)
+    if all(len(b) == 1 and len(c) == 1 for b, c in blocks):
+        return _paired_shift(blocks, confidence, log)
     sizes = [(len(b), len(c)) for b, c in blocks]
     weights = van_elteren_weights(sizes)
     d = np.concatenate([_diffs(b, c, log) for b, c in blocks])
@@ -153,6 +155,48 @@ def _shift(blocks: list[tuple], confidence: float, log: bool) -> RatioInterval:
     lower = d[np.argmax(after <= t_hi + eps)]
     upper = d[np.argmax(after < t_lo - eps)]
     return RatioInterval(float(back(lower)), float(back(upper)), est, None, coverage, m, n, len(blocks), method, log)
+
+
+@cache
+def _signed_rank_counts(n: int) -> tuple[int, ...]:
+    """Number of the 2^n sign assignments giving W+ = 0..n(n+1)/2 (exact integers)."""
+    counts = [1]
+    for rank in range(1, n + 1):
+        grown = counts + [0] * rank
+        for w, c in enumerate(counts):
+            grown[w + rank] += c
+        counts = grown
+    return tuple(counts)
+
+
+def signed_rank_cdf(k: int, n: int) -> float:
+    """P(W+ <= k) under the null of no shift (Wilcoxon's signed-rank statistic over n pairs)."""
+    if k < 0:
+        return 0.0
+    counts = _signed_rank_counts(n)
+    return sum(counts[: k + 1]) / 2 ** n
+
+
+def _paired_shift(blocks: list[tuple], confidence: float, log: bool) -> RatioInterval:
+    """Blocks of one run a side (duet pairs): the Wilcoxon signed-rank interval of the paired
+    differences (Tukey's: the k-th smallest to the k-th largest Walsh average), which uses the
+    sizes of the differences where van Elteren's statistic over 1-vs-1 strata is the sign test."""
+    back = np.exp if log else (lambda x: x)
+    d = np.concatenate([_diffs(b, c, log) for b, c in blocks])
+    n = len(d)
+    walsh = np.sort(np.array([(d[i] + d[j]) / 2 for i in range(n) for j in range(i, n)]))
+    est = float(back(np.median(walsh)))
+    best = None
+    for k in range(1, len(walsh) // 2 + 1):
+        coverage = 1 - 2 * signed_rank_cdf(k - 1, n)
+        if coverage + 1e-12 < confidence:
+            break
+        best = (k, coverage)
+    if best is None:
+        return RatioInterval(None, None, est, None, None, n, n, n, "signed-rank exact", log)
+    k, coverage = best
+    return RatioInterval(float(back(walsh[k - 1])), float(back(walsh[-k])), est, k, coverage, n, n, n,
+                         "signed-rank exact", log)
 
 
 def van_elteren_weights(sizes: list[tuple[int, int]]) -> list[int]:
@@ -212,6 +256,10 @@ def stratified_p_less(blocks: list[tuple], threshold: float) -> float | None:
     blocks = [(np.asarray(b, dtype=float), np.asarray(c, dtype=float)) for b, c in blocks if len(b) and len(c)]
     if not blocks:
         return None
+    if all(len(b) == 1 and len(c) == 1 for b, c in blocks):
+        # duet pairs: the signed-rank test of the paired log ratios against log(threshold)
+        d = np.array([math.log(c[0] / (threshold * b[0])) for b, c in blocks])
+        return float(stats.wilcoxon(d, alternative="less", method="exact").pvalue) if np.any(d != 0) else None
     sizes = [(len(b), len(c)) for b, c in blocks]
     weights = van_elteren_weights(sizes)
     t = 0.0

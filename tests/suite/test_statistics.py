@@ -161,6 +161,53 @@ def test_gate_stratifies_by_batch_and_leaves_out_a_batch_with_one_side(tmp_path)
     assert g.lower == pytest.approx(lower) and g.upper == pytest.approx(upper)
 
 
+@pytest.mark.parametrize("n", [5, 8, 13])
+def test_duet_pairs_interval_matches_the_signed_rank_inversion_of_scipy(n):
+    """Strata of one run a side (duet pairs): the interval holds exactly the shifts scipy's exact
+    two-sided Wilcoxon signed-rank test of the paired differences does not reject."""
+    rng = np.random.default_rng(n)
+    b = rng.normal(10, 1, n)
+    c = b - 0.3 + rng.normal(0, 0.2, n)
+    iv = intervals.difference_interval(b, c, 0.90, [([x], [y]) for x, y in zip(b, c)])
+    assert iv.method == "signed-rank exact" and iv.coverage >= 0.90
+    alpha, d = 1 - iv.coverage, c - b
+    walsh = np.sort([(d[i] + d[j]) / 2 for i in range(n) for j in range(i, n)])
+    for delta in walsh:
+        for eps, inside in ((-1e-7, iv.lower < delta - 1e-7 <= iv.upper), (1e-7, iv.lower <= delta + 1e-7 < iv.upper)):
+            p = stats.wilcoxon(d - (delta + eps), alternative="two-sided", method="exact").pvalue
+            assert (p > alpha + 1e-9) == inside, (delta + eps, p, iv)
+
+
+def duet_runs(tmp_path, name, values, pairs):
+    paths = []
+    for k, (thr, pair) in enumerate(zip(values, pairs)):
+        doc = E.doc([E.case_result(CASE, env_step=E.active_for_throughput(thr) - 1.0)])
+        p = E.write(tmp_path / f"{name}_{k}.json", doc)
+        (tmp_path / f"{name}_{k}.meta.json").write_text(json.dumps({"batch": "B", "duet": {"pair": pair}}))
+        paths.append(p)
+    return paths
+
+
+def test_gate_decides_on_duet_pairs_and_shows_the_unpaired_view(tmp_path):
+    """The host's speed moves by round (x0.8 to x1.25) and hits both sides of a pair alike; the
+    candidate is 5% slower in every pair. Paired, the gate sees the 5%; unpaired, the rounds'
+    spread swamps it."""
+    host = [1.0, 0.8, 1.25, 0.9, 1.1, 0.85, 1.2, 0.95]
+    base = [1000 * h * (1 + 0.004 * (-1) ** k) for k, h in enumerate(host)]
+    cand = [950 * h * (1 - 0.003 * (-1) ** k) for k, h in enumerate(host)]
+    pairs = [f"B/r{k + 1}p1" for k in range(len(host))]
+    b = load.load_raw_side("b", duet_runs(tmp_path, "b", base, pairs))
+    c = load.load_raw_side("c", duet_runs(tmp_path, "c", cand, pairs))
+    g = analysis.build(b, c, threshold=0.90, min_runs=3).gate.iloc[0]
+    assert "paired over 8 duet pairs" in g.note and "unpaired view" in g.note
+    assert g.gate == "PASS" and 0.93 < g.lower <= g.estimate <= g.upper < 0.97
+    assert math.log(g.unpaired["upper"] / g.unpaired["lower"]) > 4 * math.log(g.upper / g.lower)
+    # the same runs with their pairs broken up across rounds give the unpaired view only
+    shuffled = load.load_raw_side("c2", duet_runs(tmp_path, "c2", cand, pairs[1:] + pairs[:1]))
+    g2 = analysis.build(b, shuffled, threshold=0.90, min_runs=3).gate.iloc[0]
+    assert g2.gate == "INCONCLUSIVE"
+
+
 # --- hardware ------------------------------------------------------------------------------------
 
 def test_runs_on_two_cpus_are_never_pooled(tmp_path, monkeypatch, capsys):

@@ -1,0 +1,88 @@
+"""Duet runs (mbaphases run --duet): the two sides of a pair at the same time, one CPU each, every
+pool at one thread, each case started together; the gate decides on the paired ratios. Real asv,
+real physics, the demo target; an A/A (the same code under two commits) must not FAIL."""
+import json
+import subprocess
+import sys
+
+import pytest
+from test_suite_asv import make_suite, run_mbaphases
+
+from mbaphases.demo_repo import generate
+
+pytestmark = pytest.mark.slow  # real asv runs: minutes
+
+CASES = ["sac/g1_walk_flat/mujoco", "flashsac/g1_walk_flat/motrix"]
+ROUNDS = 6
+
+
+def aa_pins(suite) -> None:
+    """main against a commit of the same tree (an empty commit on top), two cases, a profile long
+    enough that a run's figure is not one scheduler tick."""
+    text = (suite / "pins.toml").read_text()
+    text = text.replace('ref = "mba-dev"', 'ref = "aa"').replace('label = "MBA dev"', 'label = "main again"')
+    head, rest = text.split("cases = [", 1)
+    rest = rest[rest.index("]") + 1:]
+    text = head + "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]" + rest
+    text += ('\n[profiles.aa]\nnum_envs = 8\nwarmup_steps = 3\nmeasure_steps = 40\nreplay_capacity_steps = 4\n'
+             'torch_threads = 1\noverrides = ["sim.nthread=1"]\n')
+    (suite / "pins.toml").write_text(text)
+
+
+@pytest.fixture(scope="module")
+def aa(tmp_path_factory):
+    suite = make_suite(tmp_path_factory.mktemp("duet"), "aa")
+    generate(suite / "demo-target")
+    repo = suite / "demo-target"
+    for args in (["checkout", "-q", "-b", "aa", "main"],
+                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "the same tree"],
+                 ["checkout", "-q", "main"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    aa_pins(suite)
+    p = run_mbaphases(suite, "run", "--duet", "--profile", "aa", "--runs", str(ROUNDS), "--machine", "duetbox")
+    return suite, p
+
+
+def test_an_aa_duet_runs_in_pairs_on_two_cpus_and_never_fails(aa, tmp_path):
+    suite, p = aa
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "duetbox").glob("*/run*.meta.json")]
+    assert len(metas) == 2 * ROUNDS
+    by_pair = {}
+    for m in metas:
+        by_pair.setdefault(m["duet"]["pair"], []).append(m)
+    assert len(by_pair) == ROUNDS
+    for pair in by_pair.values():
+        a, b = sorted(pair, key=lambda m: m["duet"]["role"])
+        # one CPU each, the partner named, every case started together (both reached its barrier)
+        assert {a["duet"]["cpu"], b["duet"]["cpu"]} == {0, 1} and a["duet"]["partner"] == b["commit"]
+        for m in (a, b):
+            assert m["duet"]["threads"]["OMP_NUM_THREADS"] == "1" and m["duet"]["affinity"] == [m["duet"]["cpu"]]
+            assert m["duet"]["threads"]["UNILAB_COLLECTOR_TORCH_THREADS"] == "1"
+            assert all(c["partner_arrived"] for c in m["duet"]["cases"].values())
+            assert json.loads((suite / "raw-runs" / "duetbox" / m["commit"] / f"run{m['run']}.json").read_text())[
+                "results"], "the joined JSON holds the cases"
+        starts = [abs(a["duet"]["cases"][c]["started"] - b["duet"]["cases"][c]["started"]) for c in CASES]
+        assert max(starts) < 2.0, starts
+    # the CPUs' roles swap every round
+    role0 = [next(m for m in by_pair[k] if m["duet"]["role"] == 0)["commit"] for k in sorted(by_pair)]
+    assert len(set(role0)) == 2
+    r = run_mbaphases(suite, "report", "--machine", "duetbox", "--out", str(tmp_path / "rep"))
+    assert r.returncode in (0, 1), r.stderr
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    for case in summary["cases"]:
+        assert case["gate"] != "FAIL", case  # the same code cannot be 10% slower than itself
+        assert "paired over 6 duet pairs" in case["gate_detail"]["note"], case["gate_detail"]
+    batch = json.loads(next((suite / "raw-runs" / "duetbox" / "batches").glob("*.json")).read_text())
+    assert batch["duet"]["pairs"] == [["main direct", "main again"]]
+
+
+def test_duet_refuses_sides_that_need_environments_of_their_own(tmp_path):
+    suite = make_suite(tmp_path, "mba-dev")
+    (suite / "pins.published.toml").write_text(
+        'profile = "tiny"\nruns = 1\ncases = ["sac/g1_walk_flat/mujoco"]\n'
+        '[baseline]\nlabel = "a"\ninstall = "unilab==1.4.0"\n[candidate]\nlabel = "b"\ninstall = "unilab==1.5.2"\n'
+        '[published]\n[profiles.tiny]\nnum_envs = 8\nwarmup_steps = 1\nmeasure_steps = 3\n'
+        'replay_capacity_steps = 4\ntorch_threads = 1\n')
+    r = run_mbaphases(suite, "run", "--duet", "--pins", "pins.published.toml", "--python", sys.executable)
+    assert r.returncode == 2 and r.stderr.startswith("error: --duet runs both sides") and len(r.stderr.splitlines()) == 1
