@@ -670,7 +670,13 @@ def run(argv=None) -> int:
                                         for f in CONFIG_FIXES if f.name in applied],
                        "versions": {n: _version(n) for n in VERSIONS},
                        "host": {"node": platform.node(), "machine": platform.machine(), "cpus": os.cpu_count()},
-                       "thread_env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", THREADS_ENV)},
+                       # every pool a run may start, as it was set: torch's (intra- and inter-op), OpenMP/MKL/
+                       # OpenBLAS/numba through their variables, and the CPUs the process may use
+                       "thread_env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                                                     "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS",
+                                                                     "OMP_WAIT_POLICY", THREADS_ENV)},
+                       "torch_interop_threads": torch.get_num_interop_threads(),
+                       "cpu_affinity": sorted(os.sched_getaffinity(0)),
                        "entry": __file__},
     }
     Path(args.out_json).write_text(json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n")

@@ -453,3 +453,33 @@ def test_the_dispersion_rules():
     assert rules.drifts({"a": [100, 101, 102], "b": [110, 111, 112]})
     assert not rules.drifts({"a": [100, 101, 102], "b": [102.5, 103, 104]})  # 2.0 apart, range 2: no
     assert not rules.drifts({"a": [100, 105, 110], "b": [104, 106, 108]})  # overlapping
+
+
+def test_variance_components_recover_known_levels():
+    """Runs made of known levels (batch 4%, run 2%, window 1%, on the log scale): the method of
+    moments gives them back; the optimal windows per run follow Kalibera and Jones's formula."""
+    from mbaphases.stats import components
+
+    rng = np.random.default_rng(11)
+    runs, drawn = [], {"batch": [], "run": [], "window": []}
+    for batch in range(30):
+        b = rng.normal(0, 0.04)
+        drawn["batch"].append(b)
+        for _ in range(6):
+            r = rng.normal(0, 0.02)
+            windows = rng.normal(0, 0.01, 10)
+            drawn["run"].append(r)
+            drawn["window"] += list(windows)
+            # 10 steps a window, equal within it: a window's mean is its level exactly
+            runs.append((f"B{batch}", np.repeat(np.exp(1.0 + b + r + windows), 10)))
+    c = components.estimate(runs, k=10)
+    assert (c.runs, c.batches, c.windows_per_run) == (180, 30, 10)
+    # against the spread of the effects actually drawn (30 batch effects are a small sample of 4%)
+    assert c.window == pytest.approx(np.std(drawn["window"], ddof=1), rel=0.05)
+    assert c.run == pytest.approx(np.std(drawn["run"], ddof=1), rel=0.1)
+    assert c.batch == pytest.approx(np.std(drawn["batch"], ddof=1), rel=0.15)
+    # windows per run: sqrt(run cost x window var / (window cost x run var)) = sqrt(20 x 1 / (0.5 x 4)) ~ 3.2
+    fixed = components.Components(window=0.01, run=0.02, batch=None, windows_per_run=10, runs=6, batches=1)
+    assert components.best_windows(fixed, run_cost_s=20.0, window_cost_s=0.5) == 3
+    # runs a side for +-3% at z 1.645: 2 x (0.02^2 + 0.01^2 / 10) x (1.645 / 0.03)^2 = 2.5 -> 3
+    assert components.runs_for(fixed, 10, 0.03) == 3

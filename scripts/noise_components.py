@@ -1,0 +1,95 @@
+"""Where the variance of a machine's stored runs sits, per side and case: between windows of k
+measured steps inside a run, between runs of a batch, between batches (mbaphases.stats.components),
+and the windows per run and runs per side that reach a target precision at the least time.
+
+    python scripts/noise_components.py --machine vm-aa-solo [--window 10] [--half-width 0.03]
+
+Reads raw-runs/<machine>/<commit>/run<k>.json and its meta (the batch, the run's wall time); writes
+a Markdown table to stdout (and JSON with --json FILE). Bad input: one error line, exit 2."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from mbaphases.stats import components
+
+PHASES = ("env_step_ms", "replay_ms", "bookkeeping_ms")  # their sum is the active time of a step
+
+
+def step_active_ms(result: dict) -> np.ndarray:
+    phases = result["phase_ms_per_vector_step"]
+    return np.sum([np.asarray(phases[p]["samples_ms"], dtype=float) for p in PHASES], axis=0)
+
+
+def read_runs(machine_dir: Path) -> dict[tuple[str, str], dict]:
+    """(commit, case) -> {"runs": [(batch, steps)], "overhead_s": [...], "step_ms": [...]}."""
+    out: dict[tuple[str, str], dict] = {}
+    for meta_path in sorted(machine_dir.glob("*/run*.meta.json")):
+        meta = json.loads(meta_path.read_text())
+        raw = meta_path.with_name(meta_path.name.replace(".meta", ""))
+        if not raw.is_file():
+            continue
+        doc = json.loads(raw.read_text())
+        cases = doc.get("results", [])
+        wall_per_case = (meta.get("ended", 0) - meta.get("started", 0)) / max(1, len(cases))
+        for r in cases:
+            c = r["case"]
+            name = f"{c['algo']}/{c['task']}/{c['sim']}"
+            steps = step_active_ms(r)
+            cell = out.setdefault((meta["commit"], name), {"runs": [], "overhead_s": [], "step_ms": []})
+            cell["runs"].append((meta.get("batch", "?"), steps))
+            # a run's cost beyond its measured window: process start, setup, warmup
+            cell["overhead_s"].append(max(0.0, wall_per_case - steps.sum() / 1000))
+            cell["step_ms"].append(float(steps.mean()))
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--machine", required=True)
+    p.add_argument("--raw-dir", default="raw-runs")
+    p.add_argument("--window", type=int, default=10, help="steps per window (default 10)")
+    p.add_argument("--half-width", type=float, default=0.03, help="target half-width of the ratio (default 0.03)")
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    machine_dir = Path(args.raw_dir) / args.machine
+    if not machine_dir.is_dir():
+        print(f"error: --machine {args.machine}: no stored runs under {machine_dir}", file=sys.stderr)
+        return 2
+    if args.window < 1 or not 0 < args.half_width < 1:
+        print(f"error: --window {args.window} must be >= 1 and --half-width {args.half_width} in (0, 1)",
+              file=sys.stderr)
+        return 2
+    rows = []
+    for (commit, case), cell in sorted(read_runs(machine_dir).items()):
+        c = components.estimate(cell["runs"], args.window)
+        if c is None:
+            continue
+        window_cost = args.window * float(np.median(cell["step_ms"])) / 1000
+        run_cost = float(np.median(cell["overhead_s"]))
+        best = components.best_windows(c, run_cost, window_cost)
+        rows.append({"commit": commit[:10], "case": case, "runs": c.runs, "batches": c.batches,
+                     "windows_per_run": c.windows_per_run, "window_sd": c.window, "run_sd": c.run,
+                     "batch_sd": c.batch, "run_cost_s": run_cost, "window_cost_s": window_cost,
+                     "best_windows_per_run": best,
+                     "runs_a_side_now": components.runs_for(c, c.windows_per_run, args.half_width),
+                     "runs_a_side_at_best": components.runs_for(c, best, args.half_width)})
+    print(f"| commit | case | runs | window sd | run sd | batch sd | run's own cost s | windows/run now -> best "
+          f"| runs a side for +-{args.half_width:.0%}: now, at best |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        batch = "n/a (1 batch)" if r["batch_sd"] is None else f"{r['batch_sd']:.1%}"
+        print(f"| {r['commit']} | {r['case']} | {r['runs']} | {r['window_sd']:.1%} | {r['run_sd']:.1%} | {batch} | "
+              f"{r['run_cost_s']:.1f} | {r['windows_per_run']} -> {r['best_windows_per_run']} | "
+              f"{r['runs_a_side_now']}, {r['runs_a_side_at_best']} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
