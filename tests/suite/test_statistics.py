@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from mbaphases import analysis, cli, find, ledger, load, tables
-from mbaphases.stats import intervals, rules
+from mbaphases.stats import components, intervals, rules
 
 CASE = "sac/g1_walk_flat/mujoco"
 
@@ -458,8 +458,6 @@ def test_the_dispersion_rules():
 def test_variance_components_recover_known_levels():
     """Runs made of known levels (batch 4%, run 2%, window 1%, on the log scale): the method of
     moments gives them back; the optimal windows per run follow Kalibera and Jones's formula."""
-    from mbaphases.stats import components
-
     rng = np.random.default_rng(11)
     runs, drawn = [], {"batch": [], "run": [], "window": []}
     for batch in range(30):
