@@ -143,9 +143,10 @@ def change(b: Side, c: Side, case: str, what: str, confidence: float) -> Change 
 class Measurer:
     """Runs batches of sides with the suite's runner and loads what the store holds for them."""
 
-    def __init__(self, conf_path: Path, pins: dict, case: str, runs: int, machine: str, python: str | None, out):
+    def __init__(self, conf_path: Path, pins: dict, case: str, runs: int, machine: str, python: str | None, out,
+                 duet: bool = False):
         self.conf_path, self.pins, self.case, self.runs = conf_path, pins, case, runs
-        self.machine, self.python, self.out = machine, python, out
+        self.machine, self.python, self.out, self.duet = machine, python, out, duet
         conf = inputs.load_asv_conf(conf_path)
         self.results_dir = conf_path.resolve().parent / conf.get("results_dir", "results")
         self.repo = conf_path.resolve().parent / conf["repo"]
@@ -157,8 +158,15 @@ class Measurer:
         step_pins = {**self.pins, "cases": [self.case],
                      "baseline": {"ref": points[0].sha, "label": points[0].label},
                      "candidates": [{"ref": p.sha, "label": p.label} for p in points[1:]]}
+        # in duet runs every two of the step's points pair up: the first candidate as the reference
+        # makes the runner pair the others with it as well as with the baseline
+        step_pins["reference"] = points[1].label
         before = set(self._batch_records())
-        runner.run_sides(self.conf_path, step_pins, self.runs, self.machine, self.python, out=self.out)
+        rc = runner.run_sides(self.conf_path, step_pins, self.runs, self.machine, self.python, out=self.out,
+                              duet=self.duet)
+        if rc == 130:
+            # interrupted: its runs are kept; the search stops rather than deciding on what is missing
+            raise KeyboardInterrupt
         self._sides.clear()
         self.measured.update(p.sha for p in points)
         self.batches += sorted(set(self._batch_records()) - before)
@@ -194,8 +202,9 @@ def decision_confidence(confidence: float, commits: int, max_batches: int) -> fl
 
 
 def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: str, *, runs: int, max_batches: int,
-           budget_s: float, confidence: float, machine: str, python: str | None = None, out=sys.stdout) -> Search:
-    m = Measurer(conf_path, pins, case, runs, machine, python, out)
+           budget_s: float, confidence: float, machine: str, python: str | None = None, out=sys.stdout,
+           duet: bool = False) -> Search:
+    m = Measurer(conf_path, pins, case, runs, machine, python, out, duet)
     shas = first_parent_line(m.repo, resolve_end(m.repo, good, pins), resolve_end(m.repo, bad, pins))
     line = point_labels(m.repo, shas, pins)
     n = len(line) - 1

@@ -277,6 +277,8 @@ def _run_duets(base, conf, conf_path, suite_dir, pairs, rounds, first_round, env
             barrier = suite_dir / ".asv" / "duet" / batch / f"r{k + 1}p{i + 1}"
             procs = []
             for role, x in enumerate(ordered):
+                if role == 1:
+                    _until_at_barrier(procs[0], barrier)
                 partner = ordered[1 - role]
                 cmd = _existing_command(base, conf, conf_path, suite_dir, x["sha"], python)
                 print(f"[duet round {k + 1}, pair {i + 1}/{len(pairs)}] CPU {cpus[role]}: {names[x['sha']]}", file=out,
@@ -289,6 +291,19 @@ def _run_duets(base, conf, conf_path, suite_dir, pairs, rounds, first_round, env
             codes = _wait_pair(procs, barrier)
             rc = rc or max(codes)
     return rc
+
+
+def _until_at_barrier(first, barrier: Path, timeout_s: float = 900.0) -> None:
+    """The second side starts once the first waits at its first case (or has ended): asv rewrites
+    its machine file (~/.asv-machine.json) as it starts, and two starting at once can read it
+    half-written. The barrier then holds the first until the second arrives."""
+    started = time.time()
+    while not (barrier / "case0.0").exists() and time.time() - started < timeout_s:
+        if first.poll() is not None:
+            barrier.mkdir(parents=True, exist_ok=True)
+            (barrier / "ended.0").write_text(str(time.time()))
+            return
+        time.sleep(0.1)
 
 
 def _wait_pair(procs, barrier: Path) -> list[int]:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from mbaphases import find as find_mod
-from mbaphases import inputs, runner
+from mbaphases import inputs, published, runner
 from mbaphases.commands import target
 from mbaphases.errors import UsageError
 from mbaphases.stats import rules
@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
     f.add_argument("--machine", default=None,
                    help="asv machine name (default: <host>-<hardware fingerprint>-<profile>)")
     f.add_argument("--python", default=None, help="use this existing python instead of building environments")
+    f.add_argument("--duet", action="store_true", default=None,
+                   help="measure each step's points in duet pairs (mbaphases run --duet; the demo target's sides; "
+                        "a signed-rank interval needs 5 pairs: --runs 5 or more)")
     f.add_argument("--field-repo", default=None, help="search the field's repository (URL or path)")
     f.add_argument("--field-package", default=None, help="the field repository's package name")
     f.add_argument("--lock-timeout-min", type=float, default=120.0,
@@ -61,14 +64,19 @@ def main(args) -> int:
         confidence = float(pins.get("gate", {}).get("confidence", rules.DEFAULT_CONFIDENCE))
     if not 0.5 <= confidence < 1:
         raise UsageError(f"--confidence {confidence} must be in [0.5, 1)")
+    duet = args.duet if args.duet is not None else bool(pins.get("duet", False))
+    if duet and (published.is_published(pins) or args.field_repo):
+        raise UsageError("--duet runs both sides of a pair from one environment, each from its own checkout: the "
+                         "demo target's sides; a release or a field repository's commit needs an environment of its "
+                         "own (search without --duet)")
     conf = target.target_conf(Path(args.config), pins, args.field_repo, args.field_package)
-    machine = args.machine or runner.default_machine(pins["active_profile"]["name"])
+    machine = args.machine or runner.default_machine(pins["active_profile"]["name"]) + ("-duet" if duet else "")
     started = time.time()
     try:
         with runner.formal_run_lock(f"mbaphases find {conf}", 60 * args.lock_timeout_min):
             search = find_mod.bisect(conf, pins, what, args.case, args.good, args.bad, runs=runs,
                                      max_batches=args.max_batches, budget_s=60 * args.budget_min,
-                                     confidence=confidence, machine=machine, python=args.python)
+                                     confidence=confidence, machine=machine, python=args.python, duet=duet)
     except runner.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
         return runner.EXIT_LOCK_TIMEOUT
