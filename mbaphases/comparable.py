@@ -145,7 +145,8 @@ def strata_text(b: Side, c: Side, blocks: list) -> str:
 def block_runs(b: Side, c: Side, runs_b, runs_c, paired: bool = True) -> list[tuple[list[str], list[str]]]:
     """The strata the sides are compared in, among the runs given: each duet pair of the two
     (their runs at the same time: one run each), then per batch both ran in, the runs outside
-    such pairs. One block when the batches are not recorded."""
+    such pairs (paired with other sides: still runs of the same batch, so every run counts). One
+    block when the batches are not recorded."""
     runs_b, runs_c = list(runs_b), list(runs_c)
     paired_b = {b.pairs[r]: r for r in runs_b if r in b.pairs}
     paired_c = {c.pairs[r]: r for r in runs_c if r in c.pairs}
