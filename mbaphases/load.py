@@ -111,21 +111,45 @@ def _step_mean(stats, path: str, where: str) -> float:
 ACTIVE_STEP_PHASES = ("env_step_ms", "replay_ms", "bookkeeping_ms")
 
 
-def step_trend(result: dict) -> float | None:
-    """Steady state of one case's measured window: the median per-step active time (env_step +
-    replay + bookkeeping) of its first third over that of its last third. Near 1 in a steady
-    state; above 1 when the first measured steps were still slower, below 1 when the later ones
-    were (e.g. the envs' first resets). None without per-step samples (the field's entry may
-    keep only means)."""
+WINDOW_STEPS = 10  # steps per window of the within-run spread
+
+
+def active_steps(result: dict) -> list[float] | None:
+    """One case's per-step active time (env_step + replay + bookkeeping), ms; None without
+    per-step samples (the field's entry may keep only means)."""
     try:
         series = [result["phase_ms_per_vector_step"][k]["samples_ms"] for k in ACTIVE_STEP_PHASES]
     except (KeyError, TypeError):
         return None
-    if any(not isinstance(x, list) for x in series) or len({len(x) for x in series}) != 1 or len(series[0]) < 6:
+    if any(not isinstance(x, list) for x in series) or len({len(x) for x in series}) != 1:
         return None
     try:
-        steps = [sum(float(v) for v in vals) for vals in zip(*series)]
+        return [sum(float(v) for v in vals) for vals in zip(*series)]
     except (TypeError, ValueError):
+        return None
+
+
+def window_spread(result: dict, k: int = WINDOW_STEPS) -> float | None:
+    """The spread inside one run: the standard deviation of the log mean active time of its
+    windows of ``k`` steps (0.05: about 5% from window to window). The run-level spread (CV
+    over runs) beside it says at which level repetitions pay (mbaphases.stats.components).
+    None with fewer than two windows."""
+    steps = active_steps(result)
+    if steps is None or len(steps) < 2 * k:
+        return None
+    means = [sum(steps[i:i + k]) / k for i in range(0, len(steps) - k + 1, k)]
+    if min(means) <= 0 or not all(math.isfinite(m) for m in means):
+        return None
+    return statistics.stdev(math.log(m) for m in means)
+
+
+def step_trend(result: dict) -> float | None:
+    """Steady state of one case's measured window: the median per-step active time (env_step +
+    replay + bookkeeping) of its first third over that of its last third. Near 1 in a steady
+    state; above 1 when the first measured steps were still slower, below 1 when the later ones
+    were (e.g. the envs' first resets). None without per-step samples."""
+    steps = active_steps(result)
+    if steps is None or len(steps) < 6:
         return None
     third = len(steps) // 3
     med_first, med_last = statistics.median(steps[:third]), statistics.median(steps[-third:])
@@ -196,8 +220,9 @@ def entry_run_values(doc: dict, path: str) -> tuple[dict, dict, dict]:
             for key in ("step_core_ms", "update_state_ms", "reset_done_ms"):
                 v[key] = _step_mean(es.get(key), path, f"{case} {key}")
             v["resets_per_step"] = _step_mean(es.get("reset_done_count"), path, f"{case} reset_done_count")
-            trend = step_trend(r)
+            trend, spread = step_trend(r), window_spread(r)
             v["step_trend"] = math.nan if trend is None else trend
+            v["window_spread"] = math.nan if spread is None else spread
         except (KeyError, TypeError, AttributeError) as e:
             raise UsageError(f"{path}: not the collector entry schema ({type(e).__name__}: {e})") from None
         if case in values:

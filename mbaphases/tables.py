@@ -219,8 +219,9 @@ def attribution_table(b: Side, c: Side, cases: list[str], confidence: float = ru
 
 
 def dispersion_table(b: Side, c: Side, cases: list[str], limit: float = 0.05) -> pd.DataFrame:
-    """Within-batch spread of per-run throughput (WIDE above ``limit``) and, where a
-    commit has runs from several batches, drift between them (DRIFT)."""
+    """Within-batch spread of per-run throughput (WIDE above ``limit``), the spread inside a run
+    (between its 10-step windows, the median over runs) and, where a commit has runs from several
+    batches, drift between them (DRIFT): the three levels the variance sits at."""
     rows = []
     for case in cases:
         for name, side in (("baseline", b), ("candidate", c)):
@@ -233,10 +234,13 @@ def dispersion_table(b: Side, c: Side, cases: list[str], limit: float = 0.05) ->
             trend = per_run(side, "step_trend", case)
             trend = trend[~np.isnan(trend)]
             first_last = float(np.median(trend)) if len(trend) else None
+            within = per_run(side, "window_spread", case)
+            within = within[~np.isnan(within)]
             runs = sorted(set(side.values.run[side.values.case == case]))
             flagged = "; ".join(f"{r}: {', '.join(side.run_flags[r])}" for r in runs if side.run_flags.get(r))
             rows.append({"case": case, "side": name, "n": int(len(x)), "median": med, "range_pct": rng,
-                         "cv": cv, "wide": rules.is_wide(rng, limit), "drift": drift,
+                         "cv": cv, "within_run": float(np.median(within)) if len(within) else None,
+                         "wide": rules.is_wide(rng, limit), "drift": drift,
                          "batches": batches, "first_last": first_last,
                          "transient": rules.is_transient(first_last),
                          "flagged_runs": flagged})

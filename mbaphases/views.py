@@ -40,7 +40,10 @@ DEFINITIONS = {
                   "compared inside the batches both ran in and the batches combined as strata; a batch in which "
                   "only one side ran is left out, and the notes say so.",
     "dispersion": "range % = (max - min) / median; CV = population standard deviation / mean of the per-run "
-                  "throughputs. WIDE: range above the dispersion limit within the runs given. DRIFT: the same "
+                  "throughputs (the spread between runs). Within a run: the standard deviation of the log mean "
+                  "active time of the run's 10-step windows, the median over runs (the spread inside a run: "
+                  "where it is below the CV, more runs pay more than longer ones). WIDE: range above the "
+                  "dispersion limit within the runs given. DRIFT: the same "
                   "commit measured in several batches (one `mbaphases run` each) whose [min, max] do not overlap "
                   "and whose medians differ by more than the larger within-batch range. TRANSIENT: the median "
                   "per-step active time of the measured window's first third differs by more than 5% from its "
@@ -198,6 +201,7 @@ def _dispersion_view(rep: Report) -> pd.DataFrame:
         "median": [_num(x) for x in d.get("median", [None] * len(d))],
         "range %": [_num(x, "{:.1%}") for x in d.get("range_pct", [None] * len(d))],
         "CV": [_num(x, "{:.1%}") for x in d.get("cv", [None] * len(d))],
+        "within a run": [_num(x, "{:.1%}") for x in d.get("within_run", [None] * len(d))],
         "flag": flags,
         "first/last third": [_num(x, "{:.3f}") for x in d.get("first_last", [None] * len(d))],
         "flagged runs": [x if isinstance(x, str) else "" for x in d.get("flagged_runs", [""] * len(d))],

@@ -15,14 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mbaphases import load
 from mbaphases.stats import components
-
-PHASES = ("env_step_ms", "replay_ms", "bookkeeping_ms")  # their sum is the active time of a step
-
-
-def step_active_ms(result: dict) -> np.ndarray:
-    phases = result["phase_ms_per_vector_step"]
-    return np.sum([np.asarray(phases[p]["samples_ms"], dtype=float) for p in PHASES], axis=0)
 
 
 def read_runs(machine_dir: Path) -> dict[tuple[str, str], dict]:
@@ -39,7 +33,10 @@ def read_runs(machine_dir: Path) -> dict[tuple[str, str], dict]:
         for r in cases:
             c = r["case"]
             name = f"{c['algo']}/{c['task']}/{c['sim']}"
-            steps = step_active_ms(r)
+            active = load.active_steps(r)
+            if active is None:
+                continue  # an entry that keeps only means has no within-run level to tell
+            steps = np.asarray(active)
             cell = out.setdefault((meta["commit"], name), {"runs": [], "overhead_s": [], "step_ms": []})
             cell["runs"].append((meta.get("batch", "?"), steps))
             # a run's cost beyond its measured window: process start, setup, warmup
@@ -48,8 +45,14 @@ def read_runs(machine_dir: Path) -> dict[tuple[str, str], dict]:
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2: the suite's contract for bad input
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = _Parser(description=__doc__.splitlines()[0])
     p.add_argument("--machine", required=True)
     p.add_argument("--raw-dir", default="raw-runs")
     p.add_argument("--window", type=int, default=10, help="steps per window (default 10)")

@@ -315,6 +315,18 @@ def test_physics_layer_scan_bad_input(args, needle):
     assert not p.stdout
 
 
+@pytest.mark.parametrize("args, needle", [(["--machine", "nowhere"], "--machine nowhere: no stored runs"),
+                                          ([], "--machine"), (["--machine", "x", "--window", "0"], "--window 0")])
+def test_noise_components_bad_input(tmp_path, args, needle):
+    """scripts/noise_components.py: a machine without runs, a missing flag, a window of 0: one line."""
+    (tmp_path / "raw-runs" / "x").mkdir(parents=True)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "noise_components.py"), *args], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
+    assert not p.stdout
+
+
 # --- random corruptions of real raw runs ---------------------------------------------------------
 
 @pytest.fixture(scope="module")

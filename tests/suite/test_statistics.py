@@ -481,3 +481,16 @@ def test_variance_components_recover_known_levels():
     assert components.best_windows(fixed, run_cost_s=20.0, window_cost_s=0.5) == 3
     # runs a side for +-3% at z 1.645: 2 x (0.02^2 + 0.01^2 / 10) x (1.645 / 0.03)^2 = 2.5 -> 3
     assert components.runs_for(fixed, 10, 0.03) == 3
+
+
+def test_the_within_run_spread_is_the_log_sd_of_ten_step_windows():
+    """A run whose 10-step windows average 4, 5 and 6 ms: the spread inside it is the standard
+    deviation of log(4), log(5), log(6); fewer than two windows give none."""
+    steps = [4.0] * 10 + [5.0] * 10 + [6.0] * 10
+    result = {"phase_ms_per_vector_step": {"env_step_ms": {"samples_ms": [x - 0.5 for x in steps]},
+                                           "replay_ms": {"samples_ms": [0.3] * 30},
+                                           "bookkeeping_ms": {"samples_ms": [0.2] * 30}}}
+    assert load.window_spread(result) == pytest.approx(np.std(np.log([4.0, 5.0, 6.0]), ddof=1))
+    short = {"phase_ms_per_vector_step": {k: {"samples_ms": v["samples_ms"][:15]}
+                                          for k, v in result["phase_ms_per_vector_step"].items()}}
+    assert load.window_spread(short) is None
