@@ -338,10 +338,11 @@ def run_entry(pins: dict) -> dict:
     if install.is_file():
         # how this side's environment was made: its lock's hash and what got installed
         meta["environment"]["install"] = json.loads(install.read_text())
-    Path(f"{stem}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    write = suite_module("staging").write_text_atomic  # a run's files: complete, or not there
+    write(Path(f"{stem}.log"), proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     results, errors = _case_outcomes(pins["cases"], Path(f"{stem}.json"), proc)
     meta["failed_cases"] = errors
-    Path(f"{stem}.meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write(Path(f"{stem}.meta.json"), json.dumps(meta, indent=2) + "\n")
     if os.environ.get("MBAPHASES_PROFILE_FUNCTIONS") == "1" and target is not None:
         # after the measured run has ended, in processes of their own: never a sample
         profile_functions(pins, target, entry_rel, out_dir / "profile" / batch, env)
@@ -409,7 +410,7 @@ def _run_duet_cases(pins: dict, entry_rel: str, stem: Path, target: Path, env: d
     if docs:
         joined = {**docs[0], "results": [r for d in docs for r in d.get("results", [])],
                   "errors": [e for d in docs for e in d.get("errors", [])]}
-        Path(f"{stem}.json").write_text(json.dumps(joined, indent=2) + "\n")
+        suite_module("staging").write_text_atomic(Path(f"{stem}.json"), json.dumps(joined, indent=2) + "\n")
     if rows:
         columns = list(dict.fromkeys(c for r in rows for c in r))
         with open(f"{stem}.csv", "w", newline="") as f:
@@ -423,7 +424,8 @@ def _next_run(out_dir: Path) -> tuple[int, Path]:
     """The next run number under ``out_dir`` (never one already used) and its files' stem."""
     out_dir.mkdir(parents=True, exist_ok=True)
     k = 1 + sum(1 for _ in out_dir.glob("run*.meta.json"))
-    while (out_dir / f"run{k}.meta.json").exists():
+    # a run interrupted before its meta was written still owns its number: its files are kept
+    while any(out_dir.glob(f"run{k}.*")):
         k += 1
     return k, out_dir / f"run{k}"
 
@@ -512,4 +514,4 @@ def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: 
             row.pop("error", None)
         doc["cases"][case] = row
     doc["ended"] = time.time()
-    record.write_text(json.dumps(doc, indent=2) + "\n")
+    suite_module("staging").write_text_atomic(record, json.dumps(doc, indent=2) + "\n")

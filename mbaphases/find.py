@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbaphases import comparable, inputs, load, runner, tables
+from mbaphases import comparable, inputs, load, runner, staging, tables
 from mbaphases.errors import UsageError
 from mbaphases.side import Side
 from mbaphases.stats import intervals, rules
@@ -340,4 +340,4 @@ def record(search: Search, path: Path, started: float) -> None:
     doc = {"schema": "mbaphases.find/1", "started": started, "ended": time.time(),
            **asdict(search)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    staging.write_text_atomic(path, json.dumps(doc, indent=2) + "\n")

@@ -15,7 +15,7 @@ import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 
-from mbaphases import estimate, formal_lock, hardware, inputs, load, processes, targets
+from mbaphases import estimate, formal_lock, hardware, inputs, load, processes, staging, targets
 from mbaphases import until_decisive as until_mod
 from mbaphases.errors import UsageError
 
@@ -111,10 +111,17 @@ def field_conf(template: Path, repo: str, package: str | None, out: Path, settin
     return out
 
 
-def run_meta(raw_dir: Path, machine: str, since: float) -> list[dict]:
+def run_meta(raw_dir: Path, machine: str, since: float, out=None) -> list[dict]:
+    """The machine's run metas since ``since``; one that cannot be read (a crash of an older
+    writer, a full disk) is named on ``out`` and left out, never the end of the batch."""
     metas = []
     for p in sorted((raw_dir / machine).glob("*/run*.meta.json")):
-        meta = json.loads(p.read_text())
+        try:
+            meta = json.loads(p.read_text())
+        except (OSError, ValueError) as e:
+            if out is not None:
+                print(f"unreadable run record {p} ({type(e).__name__}): left out", file=out)
+            continue
         if meta.get("started", 0) >= since:
             meta["path"] = str(p)
             metas.append(meta)
@@ -444,7 +451,7 @@ def _batch_env(pins: dict, machine: str, raw_dir: Path, batch: str, progress_fil
 def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, done_runs: int,
                   runs_by_side: dict, rc: int, out) -> int:
     """The batch's end: failures and flagged runs said, the batch record written, the exit status."""
-    metas = run_meta(machine_dir.parent, machine_dir.name, started)
+    metas = run_meta(machine_dir.parent, machine_dir.name, started, out)
     failures, warnings = summarize(metas, names)
     for line in warnings + failures:
         print(line, file=out)
@@ -454,7 +461,7 @@ def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, 
                   wall_seconds=wall_s, entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas))
     batches = machine_dir / "batches"
     batches.mkdir(parents=True, exist_ok=True)
-    (batches / f"{record['batch']}.json").write_text(json.dumps(record, indent=2) + "\n")
+    staging.write_text_atomic(batches / f"{record['batch']}.json", json.dumps(record, indent=2) + "\n")
     expected = sum(runs_by_side.values())
     print(f"{len(metas)} of {expected} runs recorded under {machine_dir}; "
           f"{len(failures)} failed case-runs; asv exit {rc}", file=out)

@@ -34,3 +34,16 @@ class Stage:
 
     def discard(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """One file, complete or not at all: written beside its place under a hidden temporary name
+    (never matched by the readers' globs) and renamed over it. A crash leaves the previous file,
+    or none, and at most a hidden temporary."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -3,6 +3,10 @@ import io
 import json
 import time
 
+import pytest
+
+from benchmarks import _target
+from mbaphases import runner, staging
 from mbaphases.runner import Progress
 from mbaphases.until_decisive import sides_for_round
 
@@ -41,3 +45,26 @@ def test_an_extra_round_runs_only_the_open_candidates_and_the_baseline():
     chosen = sides_for_round(sides, [("next", "a/b/c"), ("next", "d/e/f"), ("opt", "a/b/c")])
     assert [x["label"] for x in chosen] == ["main", "next", "opt"]
     assert [x["label"] for x in sides_for_round(sides, [])] == ["main"]
+
+
+def test_files_are_written_whole_and_an_unreadable_run_record_is_named_and_left_out(tmp_path):
+    """write_text_atomic leaves the file or its previous content, never a part, and no temporary;
+    the batch's end names a run record it cannot read instead of ending there; a run number whose
+    files an interrupted run left is never reused."""
+    target = tmp_path / "run1.meta.json"
+    staging.write_text_atomic(target, '{"a": 1}\n')
+    staging.write_text_atomic(target, '{"a": 2}\n')
+    assert json.loads(target.read_text()) == {"a": 2} and [p.name for p in tmp_path.iterdir()] == ["run1.meta.json"]
+    with pytest.raises(IsADirectoryError):
+        staging.write_text_atomic(tmp_path, "x")  # cannot replace a folder: nothing half-written is left
+    assert [p.name for p in tmp_path.iterdir()] == ["run1.meta.json"]
+    machine = tmp_path / "raw" / "box" / "abc"
+    machine.mkdir(parents=True)
+    (machine / "run1.meta.json").write_text(json.dumps({"started": 1.0, "run": 1}))
+    (machine / "run2.meta.json").write_text('{"started": 2.0, "ru')  # an older writer's crash
+    out = io.StringIO()
+    metas = runner.run_meta(tmp_path / "raw", "box", 0.0, out)
+    assert [m["run"] for m in metas] == [1]
+    assert out.getvalue().strip().startswith("unreadable run record") and "run2.meta.json" in out.getvalue()
+    (machine / "run3.json").write_text("{}")  # run 3 was interrupted before its meta
+    assert _target._next_run(machine)[0] == 4
