@@ -502,7 +502,10 @@ def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: 
             row["error"] = "py-spy not found (MBAPHASES_PYSPY or PATH)"
             doc["cases"][case] = row
             continue
-        for native in (True, False):
+        # Python frames by default: py-spy then reads the target's memory without unwinding every
+        # thread's native stack at each sample (the stops that slowed profiled runs several times);
+        # pins profile_native = true adds native frames (a phase whose time is in native code)
+        for native in ((True, False) if pins.get("profile_native") else (False,)):
             cmd = [pyspy, "record", "--format", "raw", "--rate", str(rate), "--idle", "--threads",
                    "--subprocesses", *(["--native"] if native else []), "-o", str(folded), "--", *entry]
             p = subprocess.run(cmd, cwd=target, env=env, capture_output=True, text=True, check=False)

@@ -52,6 +52,7 @@ PINS_SCHEMA = {
         "reference": {"type": "string", "minLength": 1},
         "profile_functions": {"type": "boolean"},
         "duet": {"type": "boolean"},
+        "profile_native": {"type": "boolean"},
         # py-spy's sampling rate for the profiled runs: lower where native unwinding of many
         # threads (a large framework) stalls the target at every sample
         "profile_rate_hz": {"type": "integer", "minimum": 10, "maximum": 1000},

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import rust_demangler
 
@@ -339,8 +340,34 @@ def flame_svg(title: str, base: CaseProfile, cand: CaseProfile, base_active_ms: 
     return "\n".join(out)
 
 
+OVERHEAD_LIMIT = 1.3  # a profiled run slower than this against the measured runs: its table is flagged
+
+
+def profiled_active_ms(folded: Path) -> float | None:
+    """The profiled run's own active time per vector step (its entry JSON beside the stacks), or
+    None where it wrote none."""
+    try:
+        doc = json.loads(Path(folded).with_suffix(".json").read_text())
+        r = doc["results"][0]
+        return float(r["total_active_ms"]) / int(r["measure_steps"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError, ZeroDivisionError):
+        return None
+
+
+def overhead(side, case: str) -> float | None:
+    """How much slower the side's profiled run of ``case`` ran than its measured runs (their
+    median active time per step): 1.12 is "profiled at 1.12x". A large factor means the sampler's
+    own stops, not the program, decided which functions were caught."""
+    profiled = profiled_active_ms(side.profiles[case]) if case in side.profiles else None
+    measured = tables.per_run(side, "active_ms", case)
+    if profiled is None or not len(measured):
+        return None
+    return profiled / float(np.median(measured))
+
+
 def compare(b, c, attribution: pd.DataFrame, cases: list[str]) -> tuple[pd.DataFrame, dict[str, str]]:
-    """Per case both sides profiled: the function table of the flagged phases and the flame graph."""
+    """Per case both sides profiled: the function table of the flagged phases (with how much each
+    side's profiled run was slowed) and the flame graph."""
     rows, flames = [], {}
     att = attribution.set_index("case") if "case" in attribution else pd.DataFrame()
     for case in cases:
@@ -351,12 +378,15 @@ def compare(b, c, attribution: pd.DataFrame, cases: list[str]) -> tuple[pd.DataF
         pb, pc = load_case(b.profiles[case], physics), load_case(c.profiles[case], physics)
         mb, mc = part_ms(parts_b), part_ms(parts_c)
         phases = flagged_phases(att.loc[case].to_dict())
-        rows += function_rows(case, pb, pc, mb, mc, phases)
+        slow_b, slow_c = overhead(b, case), overhead(c, case)
+        distorted = any(x is not None and x > OVERHEAD_LIMIT for x in (slow_b, slow_c))
+        rows += [{**r, "profiled_at_baseline": slow_b, "profiled_at_candidate": slow_c, "distorted": distorted}
+                 for r in function_rows(case, pb, pc, mb, mc, phases)]
         active_b = float(parts_b["active"].median()) if parts_b is not None else math.nan
         active_c = float(parts_c["active"].median()) if parts_c is not None else math.nan
         flames[case] = flame_svg(f"{case}: {c.label} vs {b.label}", pb, pc, active_b, active_c)
     cols = ["case", "phase", "rank", "function", "delta_total_ms", "delta_self_ms", "share_of_phase_change",
             "total_baseline_ms", "total_candidate_ms", "self_baseline_ms", "self_candidate_ms", "phase_change_ms",
             "phase_baseline_ms", "phase_candidate_ms",
-            "samples_baseline", "samples_candidate"]
+            "samples_baseline", "samples_candidate", "profiled_at_baseline", "profiled_at_candidate", "distorted"]
     return pd.DataFrame(rows, columns=cols), flames

@@ -243,6 +243,11 @@ def _functions_view(rep: Report) -> pd.DataFrame:
         "share of the phase's change": [_num(x, "{:.0%}") for x in f.share_of_phase_change],
         "total ms (baseline → candidate)": [f"{_num(x, '{:.3f}')} → {_num(y, '{:.3f}')}"
                                             for x, y in zip(f.total_baseline_ms, f.total_candidate_ms)],
+        # the profiler's own cost: a table read off a program slowed several times describes another one
+        "profiled at": [f"{_num(x, '{:.2f}')}x → {_num(y, '{:.2f}')}x" + (" DISTORTED" if d is True else "")
+                        for x, y, d in zip(f.get("profiled_at_baseline", [None] * len(f)),
+                                           f.get("profiled_at_candidate", [None] * len(f)),
+                                           f.get("distorted", [False] * len(f)))],
     }) if len(f) else pd.DataFrame()
     return fn
 
@@ -302,7 +307,10 @@ FUNCTIONS_TEXT = ("Per case, for each phase whose change is worth a look (not sm
                   "measured runs) times the phase's measured time (median of its formal runs). Total: the "
                   "function anywhere below the phase function; self: as the leaf. Share: of the phase's measured "
                   "change (a function that replaces another carries more than 100% of it, the replaced one a negative "
-                  "share). Flame graphs (red: slower on the candidate) are on the page and under flames/.")
+                  "share). Profiled at: each side's profiled run's active time per step over its measured runs' "
+                  "median (the sampler's cost); above 1.3x the table is marked DISTORTED: the sampler's own stops, "
+                  "not the program, decided much of what was caught. Flame graphs (red: slower on the candidate) "
+                  "are on the page and under flames/.")
 
 
 def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:

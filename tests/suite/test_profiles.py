@@ -68,6 +68,8 @@ def test_the_profiled_run_is_kept_with_its_command(history):
     record = json.loads((tmp / "profile" / "mba-dev" / "batch-1" / "profile.json").read_text())
     row = record["cases"][CASE]
     assert row["returncode"] == 0 and row["command"][1] == "record" and "--idle" in row["command"]
+    # Python frames by default (pins profile_native adds native ones): no native unwinding at each sample
+    assert row["native"] is False and "--native" not in row["command"]
     assert (tmp / "profile" / "mba-dev" / "batch-1" / row["folded"]).stat().st_size > 0
 
 
