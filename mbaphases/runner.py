@@ -226,8 +226,10 @@ def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo
             cmd = _existing_command(base, conf, conf_path, suite_dir, sha, python)
             print(f"[round {k + 1}/{rounds}] {names[sha]}: $ " + " ".join(cmd[1:]), file=out, flush=True)
             # existing environments get no ASV_* variables: name the checkout and commit
-            rc = rc or processes.run(cmd, suite_dir,
-                                     {**env, "MBAPHASES_TARGET_DIR": str(worktrees / sha), "MBAPHASES_COMMIT": sha})
+            # every run is made whatever the earlier ones returned: the first failure is the status
+            code = processes.run(cmd, suite_dir,
+                                 {**env, "MBAPHASES_TARGET_DIR": str(worktrees / sha), "MBAPHASES_COMMIT": sha})
+            rc = rc or code
     return rc
 
 
