@@ -213,7 +213,7 @@ def test_ab_of_two_refs_runs_reports_and_keeps_the_pins_it_used(ab):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--baseline", "no-such-branch"], "'no-such-branch' does not resolve"),
+    (["--baseline", "no-such-branch", "--machine", "testbox"], "'no-such-branch' does not resolve"),
     (["--machine", "elsewhere"], "machine 'elsewhere'"),
 ])
 def test_report_bad_revision_or_machine(ab, tmp_path, args, needle):
