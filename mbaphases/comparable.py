@@ -168,9 +168,14 @@ def block_runs(b: Side, c: Side, runs_b, runs_c, paired: bool = True) -> list[tu
     return out
 
 
+def block_values(run_blocks: list[tuple[list[str], list[str]]], values_b: dict[str, float],
+                 values_c: dict[str, float]) -> list[tuple[list, list]]:
+    """The runs' values of each stratum, from run -> value maps."""
+    return [([values_b[r] for r in rb], [values_c[r] for r in rc]) for rb, rc in run_blocks]
+
+
 def blocks(b: Side, c: Side, values_b: dict[str, float], values_c: dict[str, float],
            paired: bool = True) -> list[tuple[list, list]]:
     """Per stratum (duet pair, else batch both ran in): (baseline values, candidate values), from
     run -> value maps; ``paired=False``: per batch only, the unpaired view of the same runs."""
-    return [([values_b[r] for r in rb], [values_c[r] for r in rc])
-            for rb, rc in block_runs(b, c, values_b, values_c, paired)]
+    return block_values(block_runs(b, c, values_b, values_c, paired), values_b, values_c)

@@ -108,12 +108,12 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
             rows.append(row)
             continue
         run_b, run_c = per_run_map(b, "throughput", case), per_run_map(c, "throughput", case)
-        blocks = comparable.blocks(b, c, run_b, run_c)
+        strata = comparable.block_runs(b, c, run_b, run_c)
+        blocks = comparable.block_values(strata, run_b, run_c)
         iv = intervals.ratio_interval(xb, xc, confidence, blocks)
         row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, k=iv.k, coverage=iv.coverage,
                    smallest_detectable_change=iv.half_width, strata=iv.strata, method=iv.method,
-                   strata_text=comparable.strata_text(b, c, [(list(rb), list(rc)) for rb, rc in
-                                                             comparable.block_runs(b, c, run_b, run_c)]))
+                   strata_text=comparable.strata_text(b, c, strata))
         if len(blocks) > 1:
             row["note"] = (f"paired over {row['strata_text']} (Wilcoxon signed-rank of the per-pair ratios, exact)"
                            if iv.method.startswith("signed-rank")

@@ -54,10 +54,11 @@ def resolve_ref(repo: Path, ref: str) -> str:
     return p.stdout.strip()
 
 
-def default_machine(profile: str) -> str:
+def default_machine(profile: str, duet: bool = False) -> str:
     """<host>-<hardware fingerprint>-<profile>: a new host never appends to another's results
-    by accident (host names repeat across VMs), and other pinned sizes never share a machine."""
-    return f"{platform.node() or 'host'}-{hardware.fingerprint(hardware.describe())}-{profile}"
+    by accident (host names repeat across VMs), and other pinned sizes never share a machine.
+    Duet runs hold every pool at one thread and share the machine: never pooled with solo runs."""
+    return f"{platform.node() or 'host'}-{hardware.fingerprint(hardware.describe())}-{profile}" + ("-duet" if duet else "")
 
 
 def pyspy_path() -> str:
@@ -351,9 +352,9 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         if repo_path is None:
             raise UsageError("--duet runs both sides of a pair from one existing environment, each from its own "
                              "checkout; it needs the target repository on this machine")
+        cpus = duet_cpus()  # refused before anything is printed or measured
         python = python or sys.executable
-    # duet runs hold every pool at one thread and share the machine: never pooled with solo runs
-    machine = machine or default_machine(profile) + ("-duet" if duet else "")
+    machine = machine or default_machine(profile, duet)
     # beside results/, not in it: asv walks every folder under results/ and warns on each
     raw_dir = suite_dir / "raw-runs"
     if not allow_other_hardware:
@@ -387,7 +388,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
               "profile_functions": profile_functions,
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
     if duet:
-        record["duet"] = {"pairs": [[a["label"], b["label"]] for a, b in pairs], "cpus": list(duet_cpus())}
+        record["duet"] = {"pairs": [[a["label"], b["label"]] for a, b in pairs], "cpus": list(cpus)}
     planned = sum(per_round.values()) * (until_decisive["max_runs"] if until_decisive else runs)
 
     def rounds_of(order: list[str], count: int, first: int, tag: str) -> int:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from mbaphases import find as find_mod
-from mbaphases import inputs, published, runner
+from mbaphases import inputs, runner
 from mbaphases.commands import target
 from mbaphases.errors import UsageError
 from mbaphases.stats import rules
@@ -64,13 +64,9 @@ def main(args) -> int:
         confidence = float(pins.get("gate", {}).get("confidence", rules.DEFAULT_CONFIDENCE))
     if not 0.5 <= confidence < 1:
         raise UsageError(f"--confidence {confidence} must be in [0.5, 1)")
-    duet = args.duet if args.duet is not None else bool(pins.get("duet", False))
-    if duet and (published.is_published(pins) or args.field_repo):
-        raise UsageError("--duet runs both sides of a pair from one environment, each from its own checkout: the "
-                         "demo target's sides; a release or a field repository's commit needs an environment of its "
-                         "own (search without --duet)")
+    duet = target.duet_setting(args.duet, pins, args.field_repo)
     conf = target.target_conf(Path(args.config), pins, args.field_repo, args.field_package)
-    machine = args.machine or runner.default_machine(pins["active_profile"]["name"]) + ("-duet" if duet else "")
+    machine = args.machine or runner.default_machine(pins["active_profile"]["name"], duet)
     started = time.time()
     try:
         with runner.formal_run_lock(f"mbaphases find {conf}", 60 * args.lock_timeout_min):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mbaphases import inputs, published, runner, until_decisive
+from mbaphases import inputs, runner, until_decisive
 from mbaphases.commands import target
-from mbaphases.errors import UsageError
 
 
 def add_parser(sub) -> None:
@@ -48,12 +47,7 @@ def main(args) -> int:
         pins["baseline"] = {**pins["baseline"], "ref": args.baseline}
     if args.candidate:
         pins["candidates"] = [{"ref": args.candidate, "label": pins["candidates"][0]["label"]}]
-    duet = args.duet if args.duet is not None else bool(pins.get("duet", False))
-    if duet and (published.is_published(pins) or args.field_repo):
-        # their sides are installed packages, one environment at a time; the demo target's run from checkouts
-        raise UsageError("--duet runs both sides of a pair from one environment, each from its own checkout: the "
-                         "demo target's sides; a side that is an installed release or a field repository's commit "
-                         "needs an environment of its own (run without --duet)")
+    duet = target.duet_setting(args.duet, pins, args.field_repo)
     conf = target.target_conf(Path(args.config), pins, args.field_repo, args.field_package)
     runs = args.runs if args.runs is not None else int(pins["runs"])
     until = until_decisive.plan(pins, runs, args.max_runs, args.budget_min) if args.until_decisive else None

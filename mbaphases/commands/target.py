@@ -1,5 +1,5 @@
 """Which asv config a run or a search uses: as given, the field repository's, or the pin
-repository of a [published] pins file (generated first)."""
+repository of a [published] pins file (generated first); and which targets can run duets."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,3 +29,15 @@ def target_conf(config: Path, pins: dict, field_repo: str | None, field_package:
         return runner.field_conf(template, field_repo, field_package or field.get("package"),
                                  conf.parent / "asv.field.resolved.conf.json", field)
     return conf
+
+
+def duet_setting(flag: bool | None, pins: dict, field_repo: str | None) -> bool:
+    """Whether to run duets (--duet, else pins 'duet'); refused for sides that are installed
+    packages (a release, a field repository's commit): the two sides of a pair run from one
+    environment at once, each from its own checkout, which only the demo target's sides can."""
+    duet = flag if flag is not None else bool(pins.get("duet", False))
+    if duet and (published.is_published(pins) or field_repo):
+        raise UsageError("--duet runs both sides of a pair from one environment, each from its own checkout: the "
+                         "demo target's sides; a side that is an installed release or a field repository's commit "
+                         "needs an environment of its own (run without --duet)")
+    return duet
