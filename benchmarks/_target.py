@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import csv
 import hashlib
 import importlib.util
 import json
@@ -15,6 +14,7 @@ import platform
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -260,9 +260,9 @@ def other_hardware(machine_dir: Path, env: dict) -> str | None:
 CASE_LINE = re.compile(r"^\[(\d+)/(\d+)\] (\S+)")
 
 
-def _run_with_progress(cmd, cwd, env, commit: str, run: int) -> subprocess.CompletedProcess:
+def _run_with_progress(cmd, cwd, env, commit: str, run: int, at_case=None) -> subprocess.CompletedProcess:
     """Run the entry; its per-case progress lines (stderr) go to MBAPHASES_PROGRESS, a
-    file `mbaphases run` reads to show a live line."""
+    file `mbaphases run` reads to show a live line, and to ``at_case(proc, index, case)``."""
     progress = os.environ.get("MBAPHASES_PROGRESS")
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out_chunks = []
@@ -279,6 +279,8 @@ def _run_with_progress(cmd, cwd, env, commit: str, run: int) -> subprocess.Compl
                 Path(progress).write_text(json.dumps(state))
             except OSError:
                 pass
+        if at_case and m:
+            at_case(proc, int(m.group(1)), m.group(3))
     proc.wait()
     reader.join()
     return subprocess.CompletedProcess(cmd, proc.returncode, "".join(out_chunks), "".join(err_lines))
@@ -323,7 +325,7 @@ def run_entry(pins: dict) -> dict:
             meta["load_start"] = host_load()
             meta["started"] = time.time()
             if duet:
-                proc, meta["duet"] = _run_duet_cases(pins, entry_rel, stem, target, env, commit, k, duet)
+                proc, meta["duet"] = _run_duet_entry(cmd, target, env, commit, k, duet)
             else:
                 proc = _run_with_progress(cmd, target, env, commit, k)
             meta["ended"] = time.time()
@@ -379,45 +381,27 @@ def duet_barrier(folder: Path, step: str, role: int, timeout_s: float = DUET_WAI
     return time.time() - started, True
 
 
-def _run_duet_cases(pins: dict, entry_rel: str, stem: Path, target: Path, env: dict, commit: str, k: int,
+def _run_duet_entry(cmd: list[str], target: Path, env: dict, commit: str, k: int,
                     duet: dict) -> tuple[subprocess.CompletedProcess, dict]:
-    """The entry once per case, each started together with the partner's same case (a barrier),
-    so the two measured windows overlap; the cases' JSON and CSV are joined into the run's own.
-    The per-case files stay in run<k>.parts/."""
-    parts = stem.with_name(f"{stem.name}.parts")
-    parts.mkdir(parents=True, exist_ok=True)
+    """The entry over every case, as in a solo run, held at each case's start (its progress line)
+    until the partner's entry reaches the same case, so the two measured windows overlap. One
+    process a side: the interpreter's start is paid once, not once per case."""
     record = {**{key: duet[key] for key in ("pair", "round", "role", "cpu", "partner")},
               "threads": {key: env.get(key) for key in (*THREAD_VARS, "NUMBA_NUM_THREADS")},
-              "affinity": sorted(os.sched_getaffinity(0)), "cases": {}}
-    outs, errs, rc, docs, rows = [], [], 0, [], []
-    for i, case in enumerate(pins["cases"]):
-        waited, met = duet_barrier(Path(duet["dir"]), f"case{i}", duet["role"])
+              "affinity": sorted(os.sched_getaffinity(0)), "held_at": "case progress line", "cases": {}}
+
+    def at_case(proc, index: int, case: str) -> None:
+        # stopped where it printed the line (before the case's environment is built), until the
+        # partner arrives; a few milliseconds of the case's set-up may run before the stop lands
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            waited, met = duet_barrier(Path(duet["dir"]), f"case{index - 1}", duet["role"])
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
         record["cases"][case] = {"waited_s": round(waited, 3), "partner_arrived": met, "started": time.time()}
-        part = parts / case_slug(case)
-        cmd = _entry_command({**pins, "cases": [case]}, entry_rel, part)
-        p = _run_with_progress(cmd, target, env, commit, k)
-        outs.append(p.stdout)
-        errs.append(p.stderr)
-        rc = max(rc, p.returncode)
-        if Path(f"{part}.json").is_file():
-            try:
-                docs.append(json.loads(Path(f"{part}.json").read_text()))
-            except ValueError:
-                pass  # the case then has no result: reported failed with the entry's last line
-        if Path(f"{part}.csv").is_file():
-            with open(f"{part}.csv", newline="") as f:
-                rows += list(csv.DictReader(f))
-    if docs:
-        joined = {**docs[0], "results": [r for d in docs for r in d.get("results", [])],
-                  "errors": [e for d in docs for e in d.get("errors", [])]}
-        suite_module("staging").write_text_atomic(Path(f"{stem}.json"), json.dumps(joined, indent=2) + "\n")
-    if rows:
-        columns = list(dict.fromkeys(c for r in rows for c in r))
-        with open(f"{stem}.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(rows)
-    return subprocess.CompletedProcess(["duet"], rc, "".join(outs), "".join(errs)), record
+
+    proc = _run_with_progress(cmd, target, env, commit, k, at_case)
+    return proc, record
 
 
 def _next_run(out_dir: Path) -> tuple[int, Path]:

@@ -20,6 +20,12 @@ set +e
 mbaphases run --profile-functions --until-decisive --max-runs 5 --budget-min 30 "$@"
 run_status=$?
 set -e
+if [ "$run_status" -eq 130 ]; then
+    # interrupted (Ctrl-C, SIGTERM, SIGHUP): the runs it completed are kept and no process of it
+    # is left; a report now would lack sides, so stop here
+    step "interrupted during the A/B run (its completed runs are kept, counted above); run the main job again to go on: the next batch's runs join them in the report"
+    exit 130
+fi
 step "asv publish -> html/"
 mbaphases publish
 step "report from the stored results"
