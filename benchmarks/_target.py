@@ -486,14 +486,16 @@ def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: 
             row["error"] = "py-spy not found (MBAPHASES_PYSPY or PATH)"
             doc["cases"][case] = row
             continue
-        # Python frames by default: py-spy then reads the target's memory without unwinding every
-        # thread's native stack at each sample (the stops that slowed profiled runs several times);
-        # pins profile_native = true adds native frames (a phase whose time is in native code)
+        # Python frames by default, read without pausing the target (--nonblocking): py-spy
+        # otherwise stops the whole process at every sample, the stops that slowed profiled runs
+        # 1.5-6x; a sample may then be a torn stack now and then, which a table of hundreds of
+        # samples absorbs. pins profile_native = true adds native frames (a phase whose time is in
+        # native code); py-spy must pause the target to unwind them.
         for native in ((True, False) if pins.get("profile_native") else (False,)):
             cmd = [pyspy, "record", "--format", "raw", "--rate", str(rate), "--idle", "--threads",
-                   "--subprocesses", *(["--native"] if native else []), "-o", str(folded), "--", *entry]
+                   "--subprocesses", "--native" if native else "--nonblocking", "-o", str(folded), "--", *entry]
             p = subprocess.run(cmd, cwd=target, env=env, capture_output=True, text=True, check=False)
-            row.update(command=cmd, returncode=p.returncode, native=native)
+            row.update(command=cmd, returncode=p.returncode, native=native, paused=native)
             if p.returncode == 0 and folded.is_file():
                 break
             row["error"] = (p.stderr.strip().splitlines() or ["no output"])[-1]

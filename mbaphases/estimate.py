@@ -24,8 +24,25 @@ def seconds_per_case_run(batches_dir: Path, profile_functions: bool) -> list[flo
             continue
         if bool(record.get("profile_functions")) != profile_functions:
             continue
-        rates.append(record["wall_seconds"] / (runs * cases))
+        # the environment's build happens once; a batch that made it ran its runs in the rest
+        setup = record.get("setup_seconds")
+        if setup is None:
+            setup = _setup_from_runs(Path(batches_dir).parent, record)
+        rates.append((record["wall_seconds"] - setup) / (runs * cases))
     return rates[-RECENT:]
+
+
+def _setup_from_runs(machine_dir: Path, record: dict) -> float:
+    """Seconds from a batch's start to its first run (a record written before batches kept it)."""
+    firsts = []
+    for meta in machine_dir.glob("*/run*.meta.json"):
+        try:
+            m = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            continue
+        if m.get("batch") == record.get("batch") and m.get("started"):
+            firsts.append(m["started"])
+    return max(0.0, min(firsts) - record["started"]) if firsts and record.get("started") else 0.0
 
 
 def text(batches_dir: Path, plan: str, runs_per_round: int, cases: int, rounds: int, max_rounds: int | None,
@@ -42,7 +59,8 @@ def text(batches_dir: Path, plan: str, runs_per_round: int, cases: int, rounds: 
     low = rate * runs_per_round * cases * rounds
     span = _minutes(low) + (f" to {_minutes(rate * runs_per_round * cases * max_rounds)}"
                             if max_rounds and max_rounds > rounds else "")
-    return f"{plan}; estimate {span} (from the {len(rates)} newest earlier batches of this machine)"
+    return (f"{plan}; estimate {span} (from the {len(rates)} newest earlier batches of this machine; "
+            "an environment not built yet adds its build)")
 
 
 def _minutes(seconds: float) -> str:

@@ -56,6 +56,9 @@ PINS_SCHEMA = {
         # py-spy's sampling rate for the profiled runs: lower where native unwinding of many
         # threads (a large framework) stalls the target at every sample
         "profile_rate_hz": {"type": "integer", "minimum": 10, "maximum": 1000},
+        # a profiled run this many times slower than the measured runs: its function table is
+        # marked DISTORTED (the sampler's stops, not the program, chose what was caught)
+        "profile_overhead_limit": {"type": "number", "exclusiveMinimum": 1},
         "profiles": {"type": "object", "minProperties": 1, "additionalProperties": {
             "type": "object", "required": list(PROFILE_KEYS), "additionalProperties": False,
             "properties": {**{k: _POSITIVE_INT for k in PROFILE_KEYS},

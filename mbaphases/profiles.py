@@ -340,7 +340,7 @@ def flame_svg(title: str, base: CaseProfile, cand: CaseProfile, base_active_ms: 
     return "\n".join(out)
 
 
-OVERHEAD_LIMIT = 1.3  # a profiled run slower than this against the measured runs: its table is flagged
+OVERHEAD_LIMIT = 1.3  # pins profile_overhead_limit overrides: a profiled run slower than this is flagged
 
 
 def profiled_active_ms(folded: Path) -> float | None:
@@ -379,7 +379,8 @@ def compare(b, c, attribution: pd.DataFrame, cases: list[str]) -> tuple[pd.DataF
         mb, mc = part_ms(parts_b), part_ms(parts_c)
         phases = flagged_phases(att.loc[case].to_dict())
         slow_b, slow_c = overhead(b, case), overhead(c, case)
-        distorted = any(x is not None and x > OVERHEAD_LIMIT for x in (slow_b, slow_c))
+        limit = float((c.pins or {}).get("profile_overhead_limit", OVERHEAD_LIMIT))
+        distorted = any(x is not None and x > limit for x in (slow_b, slow_c))
         rows += [{**r, "profiled_at_baseline": slow_b, "profiled_at_candidate": slow_c, "distorted": distorted}
                  for r in function_rows(case, pb, pc, mb, mc, phases)]
         active_b = float(parts_b["active"].median()) if parts_b is not None else math.nan

@@ -460,6 +460,9 @@ def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, 
         print(line, file=out)
     entry_s = sum(m.get("ended", 0) - m.get("started", 0) for m in metas)
     wall_s = time.time() - started
+    # before the first run: asv's start and, the first time, the environment's build (once per
+    # environment, so the estimate leaves it out)
+    record["setup_seconds"] = min(m["started"] for m in metas) - started if metas else None
     record.update(ended=time.time(), runs_per_side=done_runs, runs_by_side=runs_by_side, entry_seconds=entry_s,
                   wall_seconds=wall_s, entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas))
     batches = machine_dir / "batches"

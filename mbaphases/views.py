@@ -308,7 +308,8 @@ FUNCTIONS_TEXT = ("Per case, for each phase whose change is worth a look (not sm
                   "function anywhere below the phase function; self: as the leaf. Share: of the phase's measured "
                   "change (a function that replaces another carries more than 100% of it, the replaced one a negative "
                   "share). Profiled at: each side's profiled run's active time per step over its measured runs' "
-                  "median (the sampler's cost); above 1.3x the table is marked DISTORTED: the sampler's own stops, "
+                  "median (the sampler's cost); above the limit (pins profile_overhead_limit, 1.3x unless set) the table is "
+                  "marked DISTORTED: the sampler's own stops, "
                   "not the program, decided much of what was caught. Flame graphs (red: slower on the candidate) "
                   "are on the page and under flames/.")
 

@@ -70,6 +70,8 @@ def test_the_profiled_run_is_kept_with_its_command(history):
     assert row["returncode"] == 0 and row["command"][1] == "record" and "--idle" in row["command"]
     # Python frames by default (pins profile_native adds native ones): no native unwinding at each sample
     assert row["native"] is False and "--native" not in row["command"]
+    # read without pausing the target: py-spy's default stops the whole process at every sample
+    assert "--nonblocking" in row["command"] and row["paused"] is False
     assert (tmp / "profile" / "mba-dev" / "batch-1" / row["folded"]).stat().st_size > 0
 
 
@@ -158,3 +160,16 @@ def test_native_frames_are_demangled_and_long_labels_stay_valid_xml(tmp_path):
         assert any(t.startswith("pybind11::detail::pyobject_caster<pybind11::object>") for t in titles)
         texts = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")]
         assert any(t.endswith("…") for t in texts) or width == 1200
+
+
+def test_the_profilers_cost_is_measured_and_a_table_past_the_pinned_limit_is_marked(history):
+    main, dev = side(history, "main"), side(history, "mba-dev")
+    slow = [profiles.overhead(s, CASE) for s in (main, dev)]
+    # each side's profiled run against its measured runs: a factor, never a guess
+    assert all(x is not None and 0.2 < x < 20 for x in slow), slow
+    att = tables.attribution_table(main, dev, [CASE])[0]
+    for limit, marked in ((max(slow) * 0.99, True), (max(slow) * 1.01, False)):
+        dev.pins = {**dev.pins, "profile_overhead_limit": limit}
+        table, _ = profiles.compare(main, dev, att, [CASE])
+        assert len(table) and set(table.distorted) == {marked}, (limit, slow)
+        assert list(table.profiled_at_baseline.unique()) == [slow[0]]

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from benchmarks import _target
-from mbaphases import runner, staging
+from mbaphases import estimate, runner, staging
 from mbaphases.runner import Progress
 from mbaphases.until_decisive import sides_for_round
 
@@ -68,3 +68,29 @@ def test_files_are_written_whole_and_an_unreadable_run_record_is_named_and_left_
     assert out.getvalue().strip().startswith("unreadable run record") and "run2.meta.json" in out.getvalue()
     (machine / "run3.json").write_text("{}")  # run 3 was interrupted before its meta
     assert _target._next_run(machine)[0] == 4
+
+
+def _batch(machine_dir, name, started, wall, runs, cases=7, profiled=False, setup=None, first_run_after=None):
+    record = {"batch": name, "started": started, "wall_seconds": wall, "recorded_runs": runs,
+              "cases": [f"a/b/c{i}" for i in range(cases)], "profile_functions": profiled}
+    if setup is not None:
+        record["setup_seconds"] = setup
+    (machine_dir / "batches").mkdir(parents=True, exist_ok=True)
+    (machine_dir / "batches" / f"{name}.json").write_text(json.dumps(record))
+    if first_run_after is not None:  # a record written before batches kept their set-up time
+        (machine_dir / "sha1").mkdir(exist_ok=True)
+        (machine_dir / "sha1" / f"run-{name}.meta.json").write_text(
+            json.dumps({"batch": name, "started": started + first_run_after}))
+
+
+def test_the_estimate_leaves_out_an_environments_build(tmp_path):
+    machine = tmp_path / "box"
+    # the first batch built the environment for 300 s before its 12 runs of 7 cases (84 s of runs)
+    _batch(machine, "20260101T000000-1", 1000.0, 384.0, 12, first_run_after=300.0)
+    _batch(machine, "20260102T000000-1", 5000.0, 94.0, 12, setup=10.0)
+    _batch(machine, "20260103T000000-1", 9000.0, 999.0, 12, profiled=True)  # ran another way
+    rates = estimate.seconds_per_case_run(machine / "batches", profile_functions=False)
+    assert rates == pytest.approx([1.0, 1.0])
+    line = estimate.text(machine / "batches", "plan: 2 sides x 7 cases x 10 runs", 2, 7, 10, None, False)
+    assert "estimate 2 min (from the 2 newest earlier batches" in line  # 140 s
+    assert "no estimate yet" in estimate.text(tmp_path / "none" / "batches", "plan", 2, 7, 4, None, False)
