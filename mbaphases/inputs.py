@@ -52,6 +52,8 @@ PINS_SCHEMA = {
         "reference": {"type": "string", "minLength": 1},
         "profile_functions": {"type": "boolean"},
         "duet": {"type": "boolean"},
+        # which sides run together in a duet round (mbaphases.runner.duet_pairs)
+        "duet_pairing": {"enum": ["star", "round-robin"]},
         "profile_native": {"type": "boolean"},
         # py-spy's sampling rate for the profiled runs: lower where native unwinding of many
         # threads (a large framework) stalls the target at every sample

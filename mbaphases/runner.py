@@ -234,11 +234,28 @@ def _run_round(base, conf, conf_path, suite_dir, shas, rounds, env, python, repo
     return rc
 
 
-def duet_pairs(sides: list[dict], reference: str | None) -> list[tuple[dict, dict]]:
-    """Which sides run together in a duet: every candidate with the baseline (the gate's
-    comparisons), and every other candidate with the ledger's reference (what each optimization
-    bought); each comparison the report makes is then paired."""
+PAIRINGS = ("star", "round-robin")
+
+
+def duet_pairs(sides: list[dict], reference: str | None, pairing: str = "star", k: int = 0) -> list[tuple[dict, dict]]:
+    """Which sides run together in duet round ``k``.
+
+    star (the default): every candidate with the baseline (the gate's comparisons), and every
+    other candidate with the ledger's reference (what each optimization bought); each comparison
+    the report makes is then paired, at up to 2n-3 pairs a round.
+    round-robin: each round one pairing of all sides (the circle method: the baseline stays, the
+    others turn one place a round), so every side runs once a round and every two sides meet once
+    in n-1 rounds; the rest of a comparison's runs are compared unpaired, inside the batch. With an
+    odd number of sides, the side left without a partner runs with the baseline."""
     base, cands = sides[0], sides[1:]
+    if pairing == "round-robin" and len(cands) > 1:
+        ring = cands + ([None] if len(sides) % 2 else [])
+        turn = k % len(ring)
+        ring = ring[turn:] + ring[:turn]
+        pairs = [(base, ring[0])] + [(ring[i], ring[-i]) for i in range(1, len(ring) // 2 + 1) if i != len(ring) - i]
+        # the side that meets the bye runs with the baseline (the baseline's own bye: it rests)
+        return ([pairs[0]] if pairs[0][1] is not None else []) + \
+            [(base, a or b) if a is None or b is None else (a, b) for a, b in pairs[1:]]
     pairs = [(base, c) for c in cands]
     ref = next((c for c in cands if c["label"] == reference), None)
     if ref is not None and len(cands) > 1:
@@ -272,15 +289,16 @@ def _worktrees(suite_dir: Path, repo_path: Path, shas: list[str]) -> Path:
     return worktrees
 
 
-def _run_duets(base, conf, conf_path, suite_dir, pairs, rounds, first_round, env, python, repo_path, names, out,
+def _run_duets(base, conf, conf_path, suite_dir, pairs_of, rounds, first_round, env, python, repo_path, names, out,
                batch) -> int:
     """``rounds`` duet rounds: in each, every pair runs at the same time, one side per CPU (the
     CPUs' roles swapped every round), every pool at one thread, each case started together with
     the partner's (a barrier in the benchmark), so the host's interference hits both alike."""
     cpus = duet_cpus()
-    worktrees = _worktrees(suite_dir, repo_path, sorted({x["sha"] for pair in pairs for x in pair}))
     rc = 0
     for k in range(first_round, first_round + rounds):
+        pairs = pairs_of(k)
+        worktrees = _worktrees(suite_dir, repo_path, sorted({x["sha"] for pair in pairs for x in pair}))
         for i, pair in enumerate(pairs):
             ordered = pair if k % 2 == 0 else pair[::-1]
             pair_id = f"{batch}/r{k + 1}p{i + 1}"
@@ -370,8 +388,13 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     env = _batch_env(pins, machine, raw_dir, batch, progress_file, allow_other_hardware, profile_functions)
     ensure_machine(conf_path, machine)
     print(f"batch {batch}", file=out, flush=True)
-    pairs = duet_pairs(sides, pins.get("reference")) if duet else None
-    plan = (f"plan: {len(pairs)} duet pairs x {len(pins['cases'])} cases x {runs} rounds" if duet
+    pairing = pins.get("duet_pairing", "star")
+
+    def pairs_of(k: int, among: list[dict] = sides) -> list[tuple[dict, dict]]:
+        return duet_pairs(among, pins.get("reference"), pairing, k)
+
+    pairs = pairs_of(0) if duet else None
+    plan = (f"plan: {len(pairs)} duet pairs a round ({pairing}) x {len(pins['cases'])} cases x {runs} rounds" if duet
             else f"plan: {len(sides)} sides x {len(pins['cases'])} cases x {runs} runs")
     print(estimate.text(raw_dir / machine / "batches", plan, 2 * len(pairs) if duet else len(sides), len(pins["cases"]),
                         runs, until_decisive["max_runs"] if until_decisive else None, profile_functions),
@@ -380,22 +403,24 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
             "--record-samples", "--append-samples", "--show-stderr"]
     rc, done_runs = 0, runs
-    per_round = {x["label"]: (sum(x in pair for pair in pairs) if duet else 1) for x in sides}
-    runs_by_side = {label: runs * n for label, n in per_round.items()}
+    def runs_in(k: int, among: list[dict] = sides) -> dict[str, int]:
+        return {x["label"]: (sum(x in pair for pair in pairs_of(k, among)) if duet else int(x in among)) for x in sides}
+
+    runs_by_side = {x["label"]: sum(runs_in(k)[x["label"]] for k in range(runs)) for x in sides}
     # the pins and the asv config the run used: the report and find locate the config from here
     record = {"batch": batch, "machine": machine, "profile": profile, "started": started,
               "pins": str(Path(pins["path"]).resolve()), "config": str(conf_path), "cases": list(pins["cases"]),
               "profile_functions": profile_functions,
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
     if duet:
-        record["duet"] = {"pairs": [[a["label"], b["label"]] for a, b in pairs], "cpus": list(cpus)}
-    planned = sum(per_round.values()) * (until_decisive["max_runs"] if until_decisive else runs)
+        record["duet"] = {"pairing": pairing, "pairs": [[a["label"], b["label"]] for a, b in pairs], "cpus": list(cpus)}
+    planned = sum(sum(runs_in(k).values()) for k in range(until_decisive["max_runs"] if until_decisive else runs))
 
     def rounds_of(order: list[str], count: int, first: int, tag: str) -> int:
         if duet:
-            chosen = [pair for pair in pairs if all(x["sha"] in order for x in pair)]
-            return _run_duets(base, conf, conf_path, suite_dir, chosen, count, first, env, python, repo_path, names,
-                              out, batch)
+            among = [x for x in sides if x["sha"] in order]
+            return _run_duets(base, conf, conf_path, suite_dir, lambda k: pairs_of(k, among), count, first, env, python,
+                              repo_path, names, out, batch)
         return _run_round(base, conf, conf_path, suite_dir, order, count, env, python, repo_path, names, out, tag)
 
     try:
@@ -407,12 +432,9 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                 def run_round(order: list[str], number: int) -> int:
                     nonlocal done_runs
                     done_runs = number  # kept current: an interrupted batch records what it ran
-                    for x in sides:
-                        if duet:
-                            runs_by_side[x["label"]] += sum(x in pair for pair in pairs
-                                                            if all(y["sha"] in order for y in pair))
-                        elif x["sha"] in order:
-                            runs_by_side[x["label"]] += 1
+                    added = runs_in(number - 1, [x for x in sides if x["sha"] in order])
+                    for label, n in added.items():
+                        runs_by_side[label] += n
                     return rounds_of(order, 1, number - 1, f"{int(started)}-{number}")
 
                 done_runs, rc = until_mod.add_rounds(

@@ -38,6 +38,10 @@ def add_parser(sub) -> None:
     r.add_argument("--duet", action="store_true", default=None,
                    help="run sides in pairs at the same time, one CPU each, every pool at one thread, decided on the "
                         "paired per-round ratios (default: pins 'duet', off; the demo target's sides)")
+    r.add_argument("--duet-pairing", choices=runner.PAIRINGS, default=None,
+                   help="with --duet: 'star' pairs every candidate with the baseline and with the reference each "
+                        "round; 'round-robin' runs every side once a round, every two meeting in turn (default: "
+                        "pins 'duet_pairing', star)")
     r.set_defaults(handler=main)
 
 
@@ -48,6 +52,8 @@ def main(args) -> int:
     if args.candidate:
         pins["candidates"] = [{"ref": args.candidate, "label": pins["candidates"][0]["label"]}]
     duet = target.duet_setting(args.duet, pins, args.field_repo)
+    if args.duet_pairing:
+        pins["duet_pairing"] = args.duet_pairing
     conf = target.target_conf(Path(args.config), pins, args.field_repo, args.field_package)
     runs = args.runs if args.runs is not None else int(pins["runs"])
     until = until_decisive.plan(pins, runs, args.max_runs, args.budget_min) if args.until_decisive else None

@@ -94,3 +94,23 @@ def test_the_estimate_leaves_out_an_environments_build(tmp_path):
     line = estimate.text(machine / "batches", "plan: 2 sides x 7 cases x 10 runs", 2, 7, 10, None, False)
     assert "estimate 2 min (from the 2 newest earlier batches" in line  # 140 s
     assert "no estimate yet" in estimate.text(tmp_path / "none" / "batches", "plan", 2, 7, 4, None, False)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 6])
+def test_round_robin_duets_run_every_side_each_round_and_meet_every_pair(n):
+    sides = [{"label": f"s{i}", "sha": f"{i:040d}"} for i in range(n)]
+    met, rounds = set(), n - 1 if n % 2 == 0 else n
+    for k in range(rounds):
+        pairs = runner.duet_pairs(sides, None, "round-robin", k)
+        runs = [x["label"] for pair in pairs for x in pair]
+        assert all(a is not b for a, b in pairs)
+        if n % 2 == 0:  # every side exactly once a round
+            assert sorted(runs) == sorted(x["label"] for x in sides)
+        else:  # the side meeting the bye runs with the baseline; every other side once
+            assert all(runs.count(x["label"]) == 1 for x in sides[1:]) and runs.count("s0") <= 2
+        met |= {frozenset((a["label"], b["label"])) for a, b in pairs}
+    assert met == {frozenset((a["label"], b["label"])) for i, a in enumerate(sides) for b in sides[i + 1:]}
+    # star: the baseline with every candidate, the reference with every other
+    star = runner.duet_pairs(sides, "s1", "star")
+    assert [(a["label"], b["label"]) for a, b in star][:n - 1] == [("s0", x["label"]) for x in sides[1:]]
+    assert len(star) == (2 * n - 3 if n > 2 else 1)

@@ -341,6 +341,16 @@ def test_interrupt_keeps_completed_runs_and_leaves_no_process(tmp_path, how):
     assert record["interrupted"] == ("SIGINT" if how.startswith("SIGINT") else "SIGTERM")
     with formal_lock.acquire("the next formal run", 0, path=suite / "formal.lock"):
         pass  # free at once: LockBusy otherwise
+    if how.startswith("SIGTERM"):
+        # run again (as the main job says to): the new batch's runs join the kept ones, and the
+        # report is the one an uninterrupted run gives, every case gated
+        again = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", "3", "--python", sys.executable,
+                              "--machine", "intr")
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+        rep = run_mbaphases(suite, "report", "--machine", "intr", "--out", str(tmp_path / "rep"))
+        assert rep.returncode in (0, 1), rep.stderr
+        summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+        assert {c["gate"] for c in summary["cases"]} <= {"PASS", "FAIL", "INCONCLUSIVE"}, summary["cases"]
 
 
 def test_run_bad_input(tmp_path):
