@@ -10,19 +10,14 @@ import traceback
 from pathlib import Path
 
 from mbaphases.commands import ab, bundle, demo_repo, find, publish, report, run
-from mbaphases.errors import UsageError
+from mbaphases.errors import ArgumentParser, UsageError
 
 COMMANDS = (demo_repo, run, ab, report, bundle, find, publish)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="mbaphases", description="A/B benchmark suite for direct vs manager-based env runtimes")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = ArgumentParser(prog="mbaphases", description="A/B benchmark suite for direct vs manager-based env runtimes")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
     for command in COMMANDS:
         command.add_parser(sub)
     return p

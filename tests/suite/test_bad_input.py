@@ -327,6 +327,19 @@ def test_noise_components_bad_input(tmp_path, args, needle):
     assert not p.stdout
 
 
+@pytest.mark.parametrize("args, needle", [([], "--checkout"), (["--checkout", "nowhere"], "--checkout nowhere"),
+                                          (["--checkout", ".", "--reps", "0"], "--reps 0"),
+                                          (["--checkout", ".", "--rate", "5"], "--rate 5")])
+def test_profiler_cost_bad_input(tmp_path, args, needle):
+    """scripts/profiler_cost.py: no checkout, one without an entry, no repetitions, a rate py-spy
+    cannot keep: one line, nothing run."""
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "profiler_cost.py"), *args], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
+    assert not p.stdout
+
+
 # --- random corruptions of real raw runs ---------------------------------------------------------
 
 @pytest.fixture(scope="module")

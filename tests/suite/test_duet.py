@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from test_suite_asv import make_suite, run_mbaphases
+from test_suite_asv import ROOT, make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
 
@@ -86,3 +86,22 @@ def test_duet_refuses_sides_that_need_environments_of_their_own(tmp_path):
         'replay_capacity_steps = 4\ntorch_threads = 1\n')
     r = run_mbaphases(suite, "run", "--duet", "--pins", "pins.published.toml", "--python", sys.executable)
     assert r.returncode == 2 and r.stderr.startswith("error: --duet runs both sides") and len(r.stderr.splitlines()) == 1
+
+
+def test_round_robin_duets_run_each_side_once_a_round_and_every_two_meet(tmp_path):
+    suite = make_suite(tmp_path, "mba-dev")
+    (suite / "pins.toml").write_text((ROOT / "pins.toml").read_text())  # the demo's six sides
+    generate(suite / "demo-target")
+    sides = ["MBA dev", "opt reset", "MBA next"]  # with the baseline: 4 sides, 2 pairs a round
+    p = run_mbaphases(suite, "run", "--duet", "--duet-pairing", "round-robin", "--profile", "tiny", "--runs", "3",
+                      "--sides", ",".join(sides), "--machine", "rr")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "plan: 2 duet pairs a round (round-robin)" in p.stdout
+    batch = json.loads(next((suite / "raw-runs" / "rr" / "batches").glob("*.json")).read_text())
+    assert batch["duet"]["pairing"] == "round-robin" and batch["runs_by_side"] == dict.fromkeys(["main direct", *sides], 3)
+    metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "rr").glob("*/run*.meta.json")]
+    assert len(metas) == 12 and batch["recorded_runs"] == 12
+    met = [frozenset((m["commit"], m["duet"]["partner"])) for m in metas if m["duet"]["role"] == 0]
+    assert len(met) == 6 and len(set(met)) == 6, "in 3 rounds every two of the 4 sides meet once"
+    r = run_mbaphases(suite, "report", "--machine", "rr", "--sides", ",".join(sides), "--out", str(tmp_path / "rep"))
+    assert r.returncode in (0, 1), r.stderr
