@@ -501,9 +501,9 @@ def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, 
     return 1 if failures or len(metas) < expected or rc else 0
 
 
-def recorded_config(pins_path: Path) -> Path | None:
-    """The asv config of the newest batch that ran ``pins_path`` (batch records of every machine,
-    under the working directory's raw-runs/ and the pins' folder's), if it still exists."""
+def recorded_batch(pins_path: Path) -> dict | None:
+    """The newest batch record that ran ``pins_path`` (batch records of every machine, under the
+    working directory's raw-runs/ and the pins' folder's) whose asv config still exists."""
     pins_path = Path(pins_path).resolve()
     found = []
     for root in {Path.cwd().resolve(), pins_path.parent}:
@@ -513,8 +513,14 @@ def recorded_config(pins_path: Path) -> Path | None:
             except (OSError, ValueError):
                 continue  # an unreadable record names no config
             if record.get("pins") == str(pins_path) and record.get("config") and Path(record["config"]).is_file():
-                found.append((record.get("started", 0), record["config"]))
-    return Path(max(found)[1]) if found else None
+                found.append((record.get("started", 0), path.name, record))
+    return max(found, key=lambda x: x[:2])[2] if found else None
+
+
+def recorded_config(pins_path: Path) -> Path | None:
+    """The asv config of the newest batch that ran ``pins_path``, if it still exists."""
+    record = recorded_batch(pins_path)
+    return Path(record["config"]) if record else None
 
 
 def publish(conf_path: Path) -> int:

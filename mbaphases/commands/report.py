@@ -101,7 +101,9 @@ def _pins(path: str | None) -> tuple[dict, Path | None]:
         if not Path(DEFAULT_PINS).is_file():
             return {}, None
         path = DEFAULT_PINS
-    return inputs.load_pins(Path(path)), Path(path)
+    doc = inputs.load_pins(Path(path))
+    doc["path"] = str(Path(path).resolve())  # as the runner records it: its runs' batches name it
+    return doc, Path(path)
 
 
 def _config_of(pins: dict, pins_path: Path | None) -> Path:
@@ -201,12 +203,17 @@ def _stored_source(opts: ReportOptions, pins: dict) -> _Source:
 
 
 def _machine(given: str | None, results_dir: Path, pins: dict) -> str:
-    """The machine to read: as given; else the only one; else the runner's default name for the
-    active profile, when it has results; else the choice is the user's (mbaphases.load.pick_machine)."""
+    """The machine to read: as given; else the only one; else the machine of the newest run of
+    these pins (a duet run has its own), else the runner's default name for the active profile,
+    when it has results; else the choice is the user's (mbaphases.load.pick_machine)."""
     machine = given
-    if machine is None and len(load.machines(results_dir)) > 1:
+    stored = load.machines(results_dir)
+    if machine is None and len(stored) > 1:
+        newest = runner.recorded_batch(Path(pins["path"])) if pins.get("path") else None
         profile = os.environ.get("MBAPHASES_PROFILE") or pins.get("profile")
-        if profile and runner.default_machine(profile) in load.machines(results_dir):
+        if newest is not None and newest.get("machine") in stored:
+            machine = newest["machine"]
+        elif profile and runner.default_machine(profile) in stored:
             machine = runner.default_machine(profile)
     return load.pick_machine(results_dir, machine)
 

@@ -93,6 +93,9 @@ def test_round_robin_duets_run_each_side_once_a_round_and_every_two_meet(tmp_pat
     (suite / "pins.toml").write_text((ROOT / "pins.toml").read_text())  # the demo's six sides
     generate(suite / "demo-target")
     sides = ["MBA dev", "opt reset", "MBA next"]  # with the baseline: 4 sides, 2 pairs a round
+    solo = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", "1", "--sides", "MBA dev", "--python",
+                         sys.executable, "--machine", "solo")
+    assert solo.returncode == 0, solo.stdout[-2000:] + solo.stderr[-2000:]
     p = run_mbaphases(suite, "run", "--duet", "--duet-pairing", "round-robin", "--profile", "tiny", "--runs", "3",
                       "--sides", ",".join(sides), "--machine", "rr")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -103,5 +106,8 @@ def test_round_robin_duets_run_each_side_once_a_round_and_every_two_meet(tmp_pat
     assert len(metas) == 12 and batch["recorded_runs"] == 12
     met = [frozenset((m["commit"], m["duet"]["partner"])) for m in metas if m["duet"]["role"] == 0]
     assert len(met) == 6 and len(set(met)) == 6, "in 3 rounds every two of the 4 sides meet once"
-    r = run_mbaphases(suite, "report", "--machine", "rr", "--sides", ",".join(sides), "--out", str(tmp_path / "rep"))
+    # no --machine: the report reads the machine of the newest run of these pins (the duet's own)
+    r = run_mbaphases(suite, "report", "--sides", ",".join(sides), "--out", str(tmp_path / "rep"))
     assert r.returncode in (0, 1), r.stderr
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert "machine rr" in summary["input"], summary["input"]
