@@ -142,16 +142,21 @@ def strata_text(b: Side, c: Side, blocks: list) -> str:
     return " + ".join(parts)
 
 
+# the fewest duet pairs worth their own strata: with 4, no 90% signed-rank interval is narrower
+# than the pairs' range, while each 1-v-1 stratum takes its two runs out of the batch's
+MIN_PAIRS = 5
+
+
 def block_runs(b: Side, c: Side, runs_b, runs_c, paired: bool = True) -> list[tuple[list[str], list[str]]]:
     """The strata the sides are compared in, among the runs given: each duet pair of the two
-    (their runs at the same time: one run each), then per batch both ran in, the runs outside
-    such pairs (paired with other sides: still runs of the same batch, so every run counts). One
-    block when the batches are not recorded."""
+    (their runs at the same time: one run each), when they ran at least MIN_PAIRS such pairs;
+    then per batch both ran in, the runs outside such pairs (paired with other sides: still runs
+    of the same batch, so every run counts). One block when the batches are not recorded."""
     runs_b, runs_c = list(runs_b), list(runs_c)
     paired_b = {b.pairs[r]: r for r in runs_b if r in b.pairs}
     paired_c = {c.pairs[r]: r for r in runs_c if r in c.pairs}
     together = sorted(set(paired_b) & set(paired_c)) if paired else []
-    if together:
+    if len(together) >= MIN_PAIRS:
         rest_b = [r for r in runs_b if b.pairs.get(r) not in together]
         rest_c = [r for r in runs_c if c.pairs.get(r) not in together]
         pairs = [([paired_b[p]], [paired_c[p]]) for p in together]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mbaphases import analysis, cli, find, ledger, load, tables
+from mbaphases import analysis, cli, comparable, find, ledger, load, tables
 from mbaphases.stats import components, intervals, rules
 
 CASE = "sac/g1_walk_flat/mujoco"
@@ -206,6 +206,15 @@ def test_gate_decides_on_duet_pairs_and_shows_the_unpaired_view(tmp_path):
     shuffled = load.load_raw_side("c2", duet_runs(tmp_path, "c2", cand, pairs[1:] + pairs[:1]))
     g2 = analysis.build(b, shuffled, threshold=0.90, min_runs=3).gate.iloc[0]
     assert g2.gate == "INCONCLUSIVE"
+    # four pairs (a round-robin's few meetings) get no strata of their own: with 1-v-1 strata that
+    # few, no 90% interval is narrower than the pairs' range; their runs stay in the batch's
+    few = [f"B/r{k + 1}p1" if k < comparable.MIN_PAIRS - 1 else f"B/r{k + 1}p{9 + k}" for k in range(len(host))]
+    b4 = load.load_raw_side("b4", duet_runs(tmp_path, "b4", base, pairs))
+    c4 = load.load_raw_side("c4", duet_runs(tmp_path, "c4", cand, few))
+    assert comparable.block_runs(b4, c4, b4.runs(), c4.runs()) == [(b4.runs(), c4.runs())]
+    five = few[:comparable.MIN_PAIRS - 1] + pairs[comparable.MIN_PAIRS - 1:comparable.MIN_PAIRS] + few[comparable.MIN_PAIRS:]
+    c5 = load.load_raw_side("c5", duet_runs(tmp_path, "c5", cand, five))
+    assert len(comparable.block_runs(b4, c5, b4.runs(), c5.runs())) == comparable.MIN_PAIRS + 1  # 5 pairs + the batch
 
 
 # --- hardware ------------------------------------------------------------------------------------
