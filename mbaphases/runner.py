@@ -246,16 +246,18 @@ def duet_pairs(sides: list[dict], reference: str | None, pairing: str = "star", 
     round-robin: each round one pairing of all sides (the circle method: the baseline stays, the
     others turn one place a round), so every side runs once a round and every two sides meet once
     in n-1 rounds; the rest of a comparison's runs are compared unpaired, inside the batch. With an
-    odd number of sides, the side left without a partner runs with the baseline."""
+    odd number of sides, the side left without a partner runs with the baseline, which so runs
+    in every round."""
     base, cands = sides[0], sides[1:]
     if pairing == "round-robin" and len(cands) > 1:
         ring = cands + ([None] if len(sides) % 2 else [])
         turn = k % len(ring)
         ring = ring[turn:] + ring[:turn]
         pairs = [(base, ring[0])] + [(ring[i], ring[-i]) for i in range(1, len(ring) // 2 + 1) if i != len(ring) - i]
-        # the side that meets the bye runs with the baseline (the baseline's own bye: it rests)
-        return ([pairs[0]] if pairs[0][1] is not None else []) + \
-            [(base, a or b) if a is None or b is None else (a, b) for a, b in pairs[1:]]
+        # the side that meets the bye runs with the baseline; on the baseline's own bye it runs
+        # with the first side of another pair (twice this round): every round measures the baseline
+        rest = [(base, a or b) if a is None or b is None else (a, b) for a, b in pairs[1:]]
+        return [pairs[0] if pairs[0][1] is not None else (base, rest[0][0])] + rest
     pairs = [(base, c) for c in cands]
     ref = next((c for c in cands if c["label"] == reference), None)
     if ref is not None and len(cands) > 1:

@@ -16,8 +16,12 @@ set +e
 # 4 runs a side, then (2 planned looks at 95% each) one more round for the sides still open, or
 # one replacement round for runs another process disturbed (the budget counts from the batch's
 # start, so it must outlast the pinned rounds); one profiled run per side and case, outside the
-# measured runs, for the function table
-mbaphases run --profile-functions --until-decisive --max-runs 5 --budget-min 30 "$@"
+# measured runs, for the function table. With two CPUs or more, duet rounds: two sides at a time,
+# one CPU each, every side once a round (round-robin): half the wall time of solo runs at the
+# same spread on a shared 2-core VM (docs/measurements.md)
+duet=()
+if [ "$(nproc)" -ge 2 ]; then duet=(--duet --duet-pairing round-robin); fi
+mbaphases run --profile-functions --until-decisive --max-runs 5 --budget-min 30 "${duet[@]}" "$@"
 run_status=$?
 set -e
 if [ "$run_status" -eq 130 ]; then
