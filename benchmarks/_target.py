@@ -393,11 +393,13 @@ def _run_duet_entry(cmd: list[str], target: Path, env: dict, commit: str, k: int
     def at_case(proc, index: int, case: str) -> None:
         # stopped where it printed the line (before the case's environment is built), until the
         # partner arrives; a few milliseconds of the case's set-up may run before the stop lands
-        os.kill(proc.pid, signal.SIGSTOP)
+        with contextlib.suppress(ProcessLookupError):  # ended right after its line: nothing to hold
+            os.kill(proc.pid, signal.SIGSTOP)
         try:
             waited, met = duet_barrier(Path(duet["dir"]), f"case{index - 1}", duet["role"])
         finally:
-            os.kill(proc.pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGCONT)
         record["cases"][case] = {"waited_s": round(waited, 3), "partner_arrived": met, "started": time.time()}
 
     proc = _run_with_progress(cmd, target, env, commit, k, at_case)
