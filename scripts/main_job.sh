@@ -11,7 +11,7 @@ step() { echo "[main job $(date +%H:%M:%S)] $*" >&2; }
 
 step "demo target repository"
 mbaphases demo-repo --path demo-target
-step "A/B run (asv; the first run builds the environment, a few minutes)"
+step "A/B run (asv; duets run from the suite's environment, solo runs build asv's first, a few minutes)"
 set +e
 # 4 runs a side, then (2 planned looks at 95% each) one more round for the sides still open, or
 # one replacement round for runs another process disturbed (the budget counts from the batch's
