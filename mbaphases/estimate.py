@@ -6,6 +6,8 @@ import json
 import statistics
 from pathlib import Path
 
+from mbaphases import load
+
 RECENT = 5  # the newest batches: the host's speed drifts, older ones tell less
 
 
@@ -34,15 +36,11 @@ def seconds_per_case_run(batches_dir: Path, profile_functions: bool) -> list[flo
 
 def _setup_from_runs(machine_dir: Path, record: dict) -> float:
     """Seconds from a batch's start to its first run (a record written before batches kept it)."""
-    firsts = []
-    for meta in machine_dir.glob("*/run*.meta.json"):
-        try:
-            m = json.loads(meta.read_text())
-        except (OSError, ValueError):
-            continue
-        if m.get("batch") == record.get("batch") and m.get("started"):
-            firsts.append(m["started"])
-    return max(0.0, min(firsts) - record["started"]) if firsts and record.get("started") else 0.0
+    if not record.get("started"):
+        return 0.0
+    firsts = [m["started"] for m in load.run_meta(machine_dir.parent, machine_dir.name, record["started"])
+              if m.get("batch") == record.get("batch")]
+    return min(firsts) - record["started"] if firsts else 0.0
 
 
 def text(batches_dir: Path, plan: str, runs_per_round: int, cases: int, rounds: int, max_rounds: int | None,

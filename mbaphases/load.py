@@ -526,3 +526,20 @@ def _raw_json_rows(raw_json: Path, run: str, side: Side, alignment: dict) -> lis
     values, _, a = entry_run_values(raw_doc, str(raw_json))
     _merge_alignment(alignment, a, str(raw_json))
     return [{"run": run, "case": c, "metric": m, "value": x} for c, v in values.items() for m, x in v.items()]
+
+
+def run_meta(raw_dir: Path, machine: str, since: float, out=None) -> list[dict]:
+    """The machine's run metas since ``since``; one that cannot be read (a crash of an older
+    writer, a full disk) is named on ``out`` and left out, never the end of the batch."""
+    metas = []
+    for p in sorted((raw_dir / machine).glob("*/run*.meta.json")):
+        try:
+            meta = json.loads(p.read_text())
+        except (OSError, ValueError) as e:
+            if out is not None:
+                print(f"unreadable run record {p} ({type(e).__name__}): left out", file=out)
+            continue
+        if meta.get("started", 0) >= since:
+            meta["path"] = str(p)
+            metas.append(meta)
+    return metas

@@ -112,23 +112,6 @@ def field_conf(template: Path, repo: str, package: str | None, out: Path, settin
     return out
 
 
-def run_meta(raw_dir: Path, machine: str, since: float, out=None) -> list[dict]:
-    """The machine's run metas since ``since``; one that cannot be read (a crash of an older
-    writer, a full disk) is named on ``out`` and left out, never the end of the batch."""
-    metas = []
-    for p in sorted((raw_dir / machine).glob("*/run*.meta.json")):
-        try:
-            meta = json.loads(p.read_text())
-        except (OSError, ValueError) as e:
-            if out is not None:
-                print(f"unreadable run record {p} ({type(e).__name__}): left out", file=out)
-            continue
-        if meta.get("started", 0) >= since:
-            meta["path"] = str(p)
-            metas.append(meta)
-    return metas
-
-
 def summarize(metas: list[dict], sides: dict[str, str]) -> tuple[list[str], list[str]]:
     """(failures, warnings) as lines: which case, side and run failed; busy runs."""
     failures, warnings = [], []
@@ -188,7 +171,7 @@ class Progress:
             state = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return None
-        finished = [m for m in run_meta(self.raw_dir.parent, self.raw_dir.name, self.started) if m.get("ended")]
+        finished = [m for m in load.run_meta(self.raw_dir.parent, self.raw_dir.name, self.started) if m.get("ended")]
         elapsed = time.time() - self.started
         eta = ""
         if finished:
@@ -441,7 +424,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
 
                 done_runs, rc = until_mod.add_rounds(
                     until_decisive, conf_path, pins, sides, machine, names, record, started, runs, rc, run_round,
-                    lambda: run_meta(raw_dir, machine, started), out)
+                    lambda: load.run_meta(raw_dir, machine, started), out)
     except KeyboardInterrupt as e:
         # every process the batch started has been ended (mbaphases.processes) before this line
         why = f" by {e}" if isinstance(e, processes.Interrupted) else ""
@@ -478,7 +461,7 @@ def _batch_env(pins: dict, machine: str, raw_dir: Path, batch: str, progress_fil
 def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, done_runs: int,
                   runs_by_side: dict, rc: int, out) -> int:
     """The batch's end: failures and flagged runs said, the batch record written, the exit status."""
-    metas = run_meta(machine_dir.parent, machine_dir.name, started, out)
+    metas = load.run_meta(machine_dir.parent, machine_dir.name, started, out)
     failures, warnings = summarize(metas, names)
     for line in warnings + failures:
         print(line, file=out)

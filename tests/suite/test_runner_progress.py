@@ -6,7 +6,7 @@ import time
 import pytest
 
 from benchmarks import _target
-from mbaphases import estimate, runner, staging
+from mbaphases import estimate, load, runner, staging
 from mbaphases.runner import Progress
 from mbaphases.until_decisive import sides_for_round
 
@@ -63,7 +63,7 @@ def test_files_are_written_whole_and_an_unreadable_run_record_is_named_and_left_
     (machine / "run1.meta.json").write_text(json.dumps({"started": 1.0, "run": 1}))
     (machine / "run2.meta.json").write_text('{"started": 2.0, "ru')  # an older writer's crash
     out = io.StringIO()
-    metas = runner.run_meta(tmp_path / "raw", "box", 0.0, out)
+    metas = load.run_meta(tmp_path / "raw", "box", 0.0, out)
     assert [m["run"] for m in metas] == [1]
     assert out.getvalue().strip().startswith("unreadable run record") and "run2.meta.json" in out.getvalue()
     (machine / "run3.json").write_text("{}")  # run 3 was interrupted before its meta
