@@ -446,9 +446,12 @@ def _case_outcomes(cases: list[str], out_json: Path, proc) -> tuple[dict, dict]:
     for e in (doc or {}).get("errors", []):
         errors[e["case"]] = f"{e['type']}: {e['message']}"
     tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
+    # a negative status is the signal that ended the entry (the out-of-memory killer's SIGKILL)
+    how = (f"entry ended by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+           else f"entry exit {proc.returncode}")
     for case in cases:
         if case not in results and case not in errors:
-            errors[case] = f"entry exit {proc.returncode}: {tail[0]}"
+            errors[case] = f"{how}: {tail[0]}"
     return results, errors
 
 

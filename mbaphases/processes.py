@@ -6,6 +6,11 @@ process group is not the tree; the session is (no descendant here starts a sessi
 Whatever way the command ends (the child's exit, Ctrl-C, SIGTERM, SIGHUP, an error), every
 process still in that session is ended: TERM, then KILL after a grace period. A next formal run
 never measures beside an orphan of this one.
+
+That includes the command's own sudden end (SIGKILL, an out-of-memory kill), where no handler
+runs: each session has a watcher outside it, holding the read end of a pipe whose write end only
+the command holds; the kernel closes it however the command ends, and the watcher then ends the
+session (``python -m mbaphases.processes``).
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -51,9 +57,22 @@ def end_session(sid: int, grace_s: float = GRACE_S) -> list[int]:
 
 
 def start(cmd: list[str], cwd, env: dict, cpu: int | None = None) -> subprocess.Popen:
-    """``cmd`` in a session of its own (on ``cpu`` alone when given: its children inherit it)."""
+    """``cmd`` in a session of its own (on ``cpu`` alone when given: its children inherit it), with
+    its watcher."""
+    # the watcher first: the session is watched from the moment it exists
+    watcher = subprocess.Popen([sys.executable, "-m", "mbaphases.processes"], stdin=subprocess.PIPE,
+                               start_new_session=True, cwd=Path(__file__).resolve().parents[1])
     preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-    return subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, preexec_fn=preexec)
+    try:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, preexec_fn=preexec)
+    except BaseException:
+        watcher.stdin.close()
+        watcher.wait()
+        raise
+    watcher.stdin.write(f"{proc.pid}\n".encode())
+    watcher.stdin.flush()
+    proc.watcher = watcher
+    return proc
 
 
 def run(cmd: list[str], cwd, env: dict) -> int:
@@ -74,6 +93,11 @@ def wait_all(procs: list[subprocess.Popen]) -> list[int]:
             end_session(p.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=GRACE_S)
+            watcher = getattr(p, "watcher", None)
+            if watcher is not None:  # its session is ended: it finds nothing left and exits
+                watcher.stdin.close()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    watcher.wait(timeout=GRACE_S)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -93,3 +117,16 @@ def terminate_as_interrupt():
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def watch() -> None:
+    """The watcher: reads the session's id, then waits for the end of its pipe (the command's end,
+    however it came) and ends whatever of the session is left."""
+    line = sys.stdin.buffer.readline()
+    sys.stdin.buffer.read()
+    if line.strip():
+        end_session(int(line))
+
+
+if __name__ == "__main__":
+    watch()

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mbaphases import estimate, formal_lock, hardware, inputs, load, processes, staging, targets
+from mbaphases import resume as resume_mod
 from mbaphases import until_decisive as until_mod
 from mbaphases.errors import UsageError
 
@@ -275,19 +276,23 @@ def _worktrees(suite_dir: Path, repo_path: Path, shas: list[str]) -> Path:
 
 
 def _run_duets(base, conf, conf_path, suite_dir, pairs_of, rounds, first_round, env, python, repo_path, names, out,
-               batch) -> int:
+               batch, done: set[str] = frozenset(), attempt: int = 0) -> int:
     """``rounds`` duet rounds: in each, every pair runs at the same time, one side per CPU (the
     CPUs' roles swapped every round), every pool at one thread, each case started together with
-    the partner's (a barrier in the benchmark), so the host's interference hits both alike."""
+    the partner's (a barrier in the benchmark), so the host's interference hits both alike.
+    A resumed batch (``attempt`` > 0) skips the ``done`` pairs; its pairs get ids and barriers
+    of their own (an interrupted pair's markers must not release the new one)."""
     cpus = duet_cpus()
     rc = 0
     for k in range(first_round, first_round + rounds):
         pairs = pairs_of(k)
-        worktrees = _worktrees(suite_dir, repo_path, sorted({x["sha"] for pair in pairs for x in pair}))
-        for i, pair in enumerate(pairs):
+        todo = [(i, pair) for i, pair in enumerate(pairs) if f"r{k + 1}p{i + 1}" not in done]
+        worktrees = _worktrees(suite_dir, repo_path, sorted({x["sha"] for _, pair in todo for x in pair}))
+        for i, pair in todo:
             ordered = pair if k % 2 == 0 else pair[::-1]
-            pair_id = f"{batch}/r{k + 1}p{i + 1}"
-            barrier = suite_dir / ".asv" / "duet" / batch / f"r{k + 1}p{i + 1}"
+            name = f"r{k + 1}p{i + 1}" + (f".{attempt}" if attempt else "")
+            pair_id = f"{batch}/{name}"
+            barrier = suite_dir / ".asv" / "duet" / batch / name
             procs = []
             for role, x in enumerate(ordered):
                 if role == 1:
@@ -338,12 +343,16 @@ def _wait_pair(procs, barrier: Path) -> list[int]:
 
 def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
               only: list[str] | None = None, until_decisive: dict | None = None, out=sys.stdout,
-              allow_other_hardware: bool = False, profile_functions: bool = False, duet: bool = False) -> int:
+              allow_other_hardware: bool = False, profile_functions: bool = False, duet: bool = False,
+              resume: bool = False) -> int:
     """Run every side ``runs`` times with asv, interleaved; returns the exit status
     (0: every run of every case succeeded).
 
     ``until_decisive`` ({max_runs, budget_s, confidence, threshold}): afterwards add
-    rounds of every side while a candidate has an INCONCLUSIVE case."""
+    rounds of every side while a candidate has an INCONCLUSIVE case.
+    ``resume``: if the newest batch of these pins on the machine did not finish, go on with it
+    (its plan: sides, runs, profiles, until-decisive), running only what its kept runs miss;
+    otherwise a new batch."""
     conf_path = Path(conf_path).resolve()
     conf = inputs.load_asv_conf(conf_path)
     suite_dir = conf_path.parent
@@ -362,12 +371,27 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     raw_dir = suite_dir / "raw-runs"
     if not allow_other_hardware:
         check_same_hardware(raw_dir, machine)
+    prior = resume_mod.newest_record(raw_dir / machine, pins["path"]) if resume else None
+    if resume and (prior is None or not resume_mod.unfinished(prior)):
+        print("nothing to resume: " + (f"no batch of {pins['path']} on {machine}" if prior is None else
+                                       f"batch {prior['batch']} finished") + "; a new batch", file=out, flush=True)
+        prior = None
+    if prior is not None:
+        # the batch's own plan, whatever this command line says
+        runs, until_decisive = prior["runs"], prior.get("until_decisive")
+        profile_functions = bool(prior.get("profile_functions"))
+        only = [x["label"] for x in prior["sides"] if x["role"] != "baseline"]
+        if prior.get("duet"):
+            pins = {**pins, "duet_pairing": prior["duet"]["pairing"]}
     sides = resolve_sides(pins, repo_path, only)
+    if prior is not None:
+        resume_mod.check_sides(prior, sides)
     names = {x["sha"]: f"{x['label']} ({x['ref']})" for x in sides}
     for x in sides:
         print(f"{x['role']:<9} {x['sha']}  {x['label']} ({x['ref']})", file=out, flush=True)
-    started = time.time()
-    batch = f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{os.getpid()}"
+    now = time.time()
+    started = prior["started"] if prior else now
+    batch = prior["batch"] if prior else f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{os.getpid()}"
     progress_file = suite_dir / ".asv" / f"progress-{batch}.json"
     progress_file.parent.mkdir(parents=True, exist_ok=True)
     env = _batch_env(pins, machine, raw_dir, batch, progress_file, allow_other_hardware, profile_functions)
@@ -388,6 +412,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
             "--record-samples", "--append-samples", "--show-stderr"]
     rc, done_runs = 0, runs
+    kept = load.run_meta(raw_dir, machine, started) if prior else []
+    done = resume_mod.runs_done(kept, batch)
     def runs_in(k: int, among: list[dict] = sides) -> dict[str, int]:
         return {x["label"]: (sum(x in pair for pair in pairs_of(k, among)) if duet else int(x in among)) for x in sides}
 
@@ -399,20 +425,39 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
     if duet:
         record["duet"] = {"pairing": pairing, "pairs": [[a["label"], b["label"]] for a, b in pairs], "cpus": list(cpus)}
+    if until_decisive is not None:
+        record["until_decisive"] = until_decisive
+    attempts = (prior.get("attempts") or [{"started": started}]) if prior else []
+    if prior is not None:
+        if "ended" not in attempts[-1]:  # its command's own end was not recorded (killed): its last run's
+            attempts[-1]["ended"] = max([m.get("ended", 0) for m in kept if m.get("batch") == batch] + [attempts[-1]["started"]])
+        print(f"resuming batch {batch} ({_how_it_ended(prior)}): {sum(done.values())} of its runs kept",
+              file=out, flush=True)
+    record["attempts"] = attempts + [{"started": now, "pid": os.getpid()}]
+    _write_record(raw_dir / machine, {**record, "state": "running"})
     planned = sum(sum(runs_in(k).values()) for k in range(until_decisive["max_runs"] if until_decisive else runs))
 
-    def rounds_of(order: list[str], count: int, first: int, tag: str) -> int:
+    def rounds_of(order: list[str], count: int, first: int, tag: str, skip: set[str] = frozenset()) -> int:
         if duet:
             among = [x for x in sides if x["sha"] in order]
             return _run_duets(base, conf, conf_path, suite_dir, lambda k: pairs_of(k, among), count, first, env, python,
-                              repo_path, names, out, batch)
+                              repo_path, names, out, batch, skip, len(record["attempts"]) - 1)
         return _run_round(base, conf, conf_path, suite_dir, order, count, env, python, repo_path, names, out, tag)
 
     try:
         with processes.terminate_as_interrupt(), Progress(progress_file, names, planned, raw_dir / machine, started, out):
-            rc = rounds_of(shas, runs, 0, f"{int(started)}")
+            if prior is None:
+                rc = rounds_of(shas, runs, 0, f"{int(started)}")
+            elif duet:
+                rc = rounds_of(shas, runs, 0, "", resume_mod.pairs_done(kept, batch))
+            else:
+                for j, order in enumerate(resume_mod.missing_rounds(done, shas, runs)):
+                    rc = rounds_of(order, 1, 0, f"{int(now)}-resumed-{j + 1}") or rc
             if until_decisive is not None:
-                record["until_decisive"] = until_decisive
+                # a resumed batch's extra rounds go on after the furthest one its kept runs reached
+                done_runs = max([runs, *done.values()]) if prior and not duet else runs
+                # the time budget counts the batch's attempts, not the pause between them
+                budget_from = now - sum(x["ended"] - x["started"] for x in record["attempts"][:-1])
 
                 def run_round(order: list[str], number: int) -> int:
                     nonlocal done_runs
@@ -423,14 +468,16 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                     return rounds_of(order, 1, number - 1, f"{int(started)}-{number}")
 
                 done_runs, rc = until_mod.add_rounds(
-                    until_decisive, conf_path, pins, sides, machine, names, record, started, runs, rc, run_round,
+                    until_decisive, conf_path, pins, sides, machine, names, record, budget_from, done_runs, rc, run_round,
                     lambda: load.run_meta(raw_dir, machine, started), out)
     except KeyboardInterrupt as e:
         # every process the batch started has been ended (mbaphases.processes) before this line
         why = f" by {e}" if isinstance(e, processes.Interrupted) else ""
-        print(f"interrupted{why}: every completed run is kept under {raw_dir / machine}; no process of the batch "
+        # on a line of its own: asv's last line may have had no end
+        print(f"\ninterrupted{why}: every completed run is kept under {raw_dir / machine}; no process of the batch "
               "is left", file=out)
         record["interrupted"] = str(e) if isinstance(e, processes.Interrupted) else "SIGINT"
+        print("the same command with --resume goes on with this batch", file=out)
         rc = 130
     finally:
         progress_file.unlink(missing_ok=True)
@@ -461,20 +508,23 @@ def _batch_env(pins: dict, machine: str, raw_dir: Path, batch: str, progress_fil
 def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, done_runs: int,
                   runs_by_side: dict, rc: int, out) -> int:
     """The batch's end: failures and flagged runs said, the batch record written, the exit status."""
-    metas = load.run_meta(machine_dir.parent, machine_dir.name, started, out)
+    metas = [m for m in load.run_meta(machine_dir.parent, machine_dir.name, started, out)
+             if m.get("batch") == record["batch"]]
     failures, warnings = summarize(metas, names)
     for line in warnings + failures:
         print(line, file=out)
     entry_s = sum(m.get("ended", 0) - m.get("started", 0) for m in metas)
-    wall_s = time.time() - started
+    ended = time.time()
+    record["attempts"][-1].update(ended=ended, **({"interrupted": record["interrupted"]} if "interrupted" in record else {}))
+    # a resumed batch's wall time is its attempts', not the pause between them
+    wall_s = sum(a["ended"] - a["started"] for a in record["attempts"])
     # before the first run: asv's start and, the first time, the environment's build (once per
     # environment, so the estimate leaves it out)
     record["setup_seconds"] = min(m["started"] for m in metas) - started if metas else None
-    record.update(ended=time.time(), runs_per_side=done_runs, runs_by_side=runs_by_side, entry_seconds=entry_s,
-                  wall_seconds=wall_s, entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas))
-    batches = machine_dir / "batches"
-    batches.mkdir(parents=True, exist_ok=True)
-    staging.write_text_atomic(batches / f"{record['batch']}.json", json.dumps(record, indent=2) + "\n")
+    record.update(ended=ended, runs_per_side=done_runs, runs_by_side=runs_by_side, entry_seconds=entry_s,
+                  wall_seconds=wall_s, entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas),
+                  state="interrupted" if "interrupted" in record else "finished")
+    _write_record(machine_dir, record)
     expected = sum(runs_by_side.values())
     print(f"{len(metas)} of {expected} runs recorded under {machine_dir}; "
           f"{len(failures)} failed case-runs; asv exit {rc}", file=out)
@@ -484,6 +534,19 @@ def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, 
         return rc
     # a failed case or run is a verdict on the run (1), never asv's own exit code (2 reads as bad input)
     return 1 if failures or len(metas) < expected or rc else 0
+
+
+def _write_record(machine_dir: Path, record: dict) -> None:
+    """The batch's record, replaced whole: at its start (its plan, ``running``) and at its end."""
+    batches = machine_dir / "batches"
+    batches.mkdir(parents=True, exist_ok=True)
+    staging.write_text_atomic(batches / f"{record['batch']}.json", json.dumps(record, indent=2) + "\n")
+
+
+def _how_it_ended(record: dict) -> str:
+    if record.get("interrupted"):
+        return f"interrupted by {record['interrupted']}"
+    return "its command ended without recording its end (killed)"
 
 
 def recorded_batch(pins_path: Path) -> dict | None:

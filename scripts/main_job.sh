@@ -18,16 +18,17 @@ set +e
 # start, so it must outlast the pinned rounds); one profiled run per side and case, outside the
 # measured runs, for the function table. With two CPUs or more, duet rounds: two sides at a time,
 # one CPU each, every side once a round (round-robin): half the wall time of solo runs at the
-# same spread on a shared 2-core VM (docs/measurements.md)
+# same spread on a shared 2-core VM (docs/measurements.md). --resume: after an interrupted job, the
+# run goes on with its batch (its kept runs stay; only what they miss runs)
 duet=()
 if [ "$(nproc)" -ge 2 ]; then duet=(--duet --duet-pairing round-robin); fi
-mbaphases run --profile-functions --until-decisive --max-runs 5 --budget-min 30 "${duet[@]}" "$@"
+mbaphases run --resume --profile-functions --until-decisive --max-runs 5 --budget-min 30 "${duet[@]}" "$@"
 run_status=$?
 set -e
 if [ "$run_status" -eq 130 ]; then
     # interrupted (Ctrl-C, SIGTERM, SIGHUP): the runs it completed are kept and no process of it
     # is left; a report now would lack sides, so stop here
-    step "interrupted during the A/B run (its completed runs are kept, counted above); run the main job again to go on: the next batch's runs join them in the report"
+    step "interrupted during the A/B run (its completed runs are kept, counted above); run the main job again to resume its batch"
     exit 130
 fi
 step "asv publish -> html/"

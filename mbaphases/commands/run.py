@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
                    help="with --duet: 'star' pairs every candidate with the baseline and with the reference each "
                         "round; 'round-robin' runs every side once a round, every two meeting in turn (default: "
                         "pins 'duet_pairing', star)")
+    r.add_argument("--resume", action="store_true",
+                   help="if the newest batch of these pins on the machine was interrupted (or its command killed), "
+                        "go on with it: its kept runs stay, only what its plan misses runs; otherwise a new batch")
     r.set_defaults(handler=main)
 
 
@@ -64,7 +67,7 @@ def main(args) -> int:
                                  else bool(pins.get("profile_functions", False)))
             return runner.run_sides(conf, pins, runs, args.machine, args.python, only, until,
                                     allow_other_hardware=args.allow_other_hardware,
-                                    profile_functions=profile_functions, duet=duet)
+                                    profile_functions=profile_functions, duet=duet, resume=args.resume)
     except runner.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
         return runner.EXIT_LOCK_TIMEOUT

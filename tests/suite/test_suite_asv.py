@@ -3,17 +3,14 @@ real reference target at the tiny profile."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
 import pytest
 from asv import results as asv_results
 
-from mbaphases import formal_lock
 from mbaphases.demo_repo import generate
 
 pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
@@ -305,52 +302,6 @@ def processes_of(raw_dir: Path) -> list[int]:
         except OSError:
             continue
     return found
-
-
-@pytest.mark.parametrize("how", ["SIGINT to the terminal's group", "SIGTERM to mbaphases"])
-def test_interrupt_keeps_completed_runs_and_leaves_no_process(tmp_path, how):
-    """Ctrl-C (SIGINT to the foreground group) or SIGTERM to `mbaphases run` during a profiled run:
-    the completed runs are kept, the batch record says it was interrupted, and no process of the
-    batch (asv, its forkserver and benchmark processes in process groups of their own, py-spy, the
-    entries) is left."""
-    suite = make_suite(tmp_path, "mba-dev")
-    generate(suite / "demo-target")
-    proc = subprocess.Popen([sys.executable, "-m", "mbaphases.cli", "run", "--profile", "tiny", "--runs", "3", "--python",
-                             sys.executable, "--machine", "intr", "--profile-functions"], cwd=suite, start_new_session=True,
-                            # a shell's background job starts with SIGINT ignored, and that would be inherited
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")})
-    raw = suite / "raw-runs"
-    deadline = time.time() + 300
-    while time.time() < deadline and not list((raw / "intr").glob("*/profile/*/*.folded")):
-        time.sleep(0.5)  # the first side's profiled runs have begun: py-spy and its entry are running
-    assert processes_of(raw), "the batch's processes were not found while it ran"
-    if how.startswith("SIGINT"):
-        os.killpg(proc.pid, signal.SIGINT)
-    else:
-        proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out[-2000:]
-    time.sleep(2)
-    assert processes_of(raw) == [], out[-2000:]
-    kept = list((raw / "intr").glob("*/run*.meta.json"))
-    assert len(kept) >= 1 and all(p.with_name(p.name.replace(".meta", "")).exists() for p in kept)
-    assert "no process of the batch is left" in out
-    record = json.loads(next((raw / "intr" / "batches").glob("*.json")).read_text())
-    assert record["interrupted"] == ("SIGINT" if how.startswith("SIGINT") else "SIGTERM")
-    with formal_lock.acquire("the next formal run", 0, path=suite / "formal.lock"):
-        pass  # free at once: LockBusy otherwise
-    if how.startswith("SIGTERM"):
-        # run again (as the main job says to): the new batch's runs join the kept ones, and the
-        # report is the one an uninterrupted run gives, every case gated
-        again = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", "3", "--python", sys.executable,
-                              "--machine", "intr")
-        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
-        rep = run_mbaphases(suite, "report", "--machine", "intr", "--out", str(tmp_path / "rep"))
-        assert rep.returncode in (0, 1), rep.stderr
-        summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
-        assert {c["gate"] for c in summary["cases"]} <= {"PASS", "FAIL", "INCONCLUSIVE"}, summary["cases"]
 
 
 def test_run_bad_input(tmp_path):

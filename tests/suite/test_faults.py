@@ -1,0 +1,183 @@
+"""Faults injected into a real formal run (real asv, the demo target at the tiny profile, two
+cases): at each stage, each way a run ends early. After every fault: no process of the run left
+within a few seconds, the lock free, every completed run intact and readable, the user told in
+one line what happened, and the next command (``mbaphases run --resume``) going on with the
+same batch to the report an uninterrupted run gives. docs/faults.md is this matrix as a table."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_suite_asv import make_suite, processes_of, run_mbaphases
+
+from mbaphases import formal_lock
+from mbaphases.demo_repo import generate
+
+pytestmark = pytest.mark.slow  # real asv runs: minutes
+
+CASES = ["sac/g1_walk_flat/mujoco", "flashsac/g1_walk_flat/motrix"]
+RUNS = 3
+GONE_WITHIN_S = 10.0  # the watcher's TERM, then KILL after 5 s
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    suite = make_suite(tmp_path_factory.mktemp("faults"), "mba-dev")
+    text = (suite / "pins.toml").read_text()
+    head, rest = text.split("cases = [", 1)
+    (suite / "pins.toml").write_text(head + "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]"
+                                     + rest[rest.index("]") + 1:])
+    generate(suite / "demo-target")
+    return suite
+
+
+def start_run(suite: Path, machine: str, *extra: str) -> subprocess.Popen:
+    """`mbaphases run` as a terminal would start it: its own foreground group, SIGINT as default
+    (a shell's background job starts with SIGINT ignored, and that would be inherited)."""
+    return subprocess.Popen([sys.executable, "-m", "mbaphases.cli", "run", "--profile", "tiny", "--runs", str(RUNS),
+                             "--python", sys.executable, "--machine", machine, *extra], cwd=suite,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")})
+
+
+def until(condition, what: str, timeout_s: float = 300.0) -> None:
+    deadline = time.time() + timeout_s
+    while not condition():
+        assert time.time() < deadline, f"never reached: {what}"
+        time.sleep(0.2)
+
+
+def reached(suite: Path, machine: str, stage: str):
+    """Whether the run is at ``stage``: asv's set-up (the batch recorded as running, no entry yet),
+    a measured run (an entry past its first case), a profiled run (py-spy's first profile)."""
+    raw = suite / "raw-runs" / machine
+
+    def check() -> bool:
+        if stage == "asv set-up":  # asv started, no entry yet
+            return (bool(list((raw / "batches").glob("*.json"))) and bool(processes_of(suite / "raw-runs"))
+                    and not progress_files(suite))
+        if stage == "measured run":
+            return any(json.loads(p.read_text()).get("case_index", 0) >= 1 for p in progress_files(suite))
+        return bool(list(raw.glob("*/profile/*/*.folded")))
+    return check
+
+
+def progress_files(suite: Path) -> list[Path]:
+    found = []
+    for p in (suite / ".asv").glob("progress-*.json"):
+        try:
+            json.loads(p.read_text())
+            found.append(p)
+        except (OSError, ValueError):
+            continue  # being written
+    return found
+
+
+def kept_runs(suite: Path, machine: str) -> list[dict]:
+    """Every run record of the machine, parsed with its log, JSON and CSV beside it."""
+    metas = []
+    for p in sorted((suite / "raw-runs" / machine).glob("*/run*.meta.json")):
+        meta = json.loads(p.read_text())
+        stem = p.name[: -len(".meta.json")]
+        assert (p.parent / f"{stem}.log").is_file()
+        if meta["returncode"] >= 0:  # an entry killed by a signal wrote neither
+            json.loads((p.parent / f"{stem}.json").read_text())
+            assert (p.parent / f"{stem}.csv").stat().st_size > 0
+        metas.append(meta)
+    return metas
+
+
+def batch_record(suite: Path, machine: str) -> dict:
+    (path,) = (suite / "raw-runs" / machine / "batches").glob("*.json")
+    return json.loads(path.read_text())
+
+
+def entry_pids(suite: Path) -> list[int]:
+    """The collector entries running for this suite (not asv, not py-spy)."""
+    return [pid for pid in processes_of(suite / "raw-runs")
+            if b"benchmark_offpolicy_collector_active" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            and b"py-spy" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def kill_an_entry(suite: Path) -> bool:
+    """SIGKILL to a running entry, held (SIGSTOP) first: a short entry must not end on its own
+    between being found and being killed."""
+    for pid in entry_pids(suite):
+        os.kill(pid, signal.SIGSTOP)
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T":
+            os.kill(pid, signal.SIGKILL)
+            return True
+    return False
+
+
+@pytest.mark.parametrize("fault, stage", [
+    ("SIGINT", "profiled run"),   # Ctrl-C: the terminal's whole foreground group
+    ("SIGTERM", "measured run"),  # a CI job cancelled
+    ("SIGHUP", "asv set-up"),     # the terminal closed
+    ("SIGKILL", "measured run"),  # the command killed outright (out of memory, kill -9): no handler runs
+    ("SIGKILL", "profiled run"),
+])
+def test_a_run_ended_early_leaves_nothing_running_and_resumes(suite, fault, stage):
+    machine = f"{fault}-{stage.split()[0]}".lower()
+    profiled = ["--profile-functions"] if stage == "profiled run" else []
+    proc = start_run(suite, machine, *profiled)
+    until(reached(suite, machine, stage), stage)
+    assert processes_of(suite / "raw-runs"), "the run's processes were not found while it ran"
+    if fault == "SIGINT":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(getattr(signal, fault))
+    out, _ = proc.communicate(timeout=120)
+    until(lambda: not processes_of(suite / "raw-runs"), "no process of the run left", GONE_WITHIN_S)
+    with formal_lock.acquire("the next formal run", 0, path=suite / "formal.lock"):
+        pass  # free at once: LockBusy otherwise
+    before = kept_runs(suite, machine)
+    record = batch_record(suite, machine)
+    if fault == "SIGKILL":
+        assert proc.returncode == -signal.SIGKILL and record["state"] == "running"
+    else:
+        assert proc.returncode == 130, out[-3000:]
+        said = [line for line in out.splitlines() if line.startswith("interrupted")]
+        assert len(said) == 1 and "no process of the batch is left" in said[0], out[-3000:]
+        assert "--resume" in out and record["state"] == "interrupted" and record["interrupted"] == fault
+
+    again = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", str(RUNS), "--python", sys.executable,
+                          "--machine", machine, "--resume", *profiled)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert f"resuming batch {record['batch']}" in again.stdout and f"{len(before)} of its runs kept" in again.stdout
+    done = batch_record(suite, machine)
+    assert done["state"] == "finished" and len(done["attempts"]) == 2 and done["batch"] == record["batch"]
+    after = kept_runs(suite, machine)
+    assert [m for m in after if m["run"] in {b["run"] for b in before if b["commit"] == m["commit"]}] == before
+    per_side = {}
+    for m in after:
+        assert m["batch"] == record["batch"] and not m["failed_cases"]
+        per_side[m["commit"]] = per_side.get(m["commit"], 0) + 1
+    assert sorted(per_side.values()) == [RUNS, RUNS], per_side
+    rep = run_mbaphases(suite, "report", "--machine", machine, "--out", str(suite / "reports" / machine))
+    assert rep.returncode in (0, 1), rep.stderr
+    summary = json.loads((suite / "reports" / machine / "summary.json").read_text())
+    assert [c["case"] for c in summary["cases"]] == CASES
+    assert {c["gate"] for c in summary["cases"]} <= {"PASS", "FAIL", "INCONCLUSIVE"}, summary["cases"]
+    assert all(c["throughput"]["baseline"]["runs"] == RUNS for c in summary["cases"])
+
+
+def test_a_killed_entry_is_a_failed_run_of_its_side_and_the_batch_goes_on(suite):
+    """SIGKILL of one entry process (the out-of-memory killer's usual victim): that run's cases fail,
+    named with side and run; every other run is made and kept; nothing is left running."""
+    machine = "entry-killed"
+    proc = start_run(suite, machine)
+    until(lambda: kill_an_entry(suite), "an entry to kill")
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 1, out[-3000:]
+    failed = [line for line in out.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == len(CASES) and all("| run 1 |" in line and "SIGKILL" in line for line in failed), out[-3000:]
+    runs = kept_runs(suite, machine)
+    assert len(runs) == 2 * RUNS and sum(bool(m["failed_cases"]) for m in runs) == 1
+    assert batch_record(suite, machine)["state"] == "finished"
+    until(lambda: not processes_of(suite / "raw-runs"), "no process of the run left", GONE_WITHIN_S)
