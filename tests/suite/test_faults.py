@@ -61,7 +61,7 @@ def reached(suite: Path, machine: str, stage: str):
         if stage == "asv set-up":  # asv started, no entry yet
             return (bool(list((raw / "batches").glob("*.json"))) and bool(processes_of(suite / "raw-runs"))
                     and not progress_files(suite))
-        if stage == "measured run":
+        if stage in ("measured run", "duet round"):
             return any(json.loads(p.read_text()).get("case_index", 0) >= 1 for p in progress_files(suite))
         return bool(list(raw.glob("*/profile/*/*.folded")))
     return check
@@ -121,11 +121,12 @@ def kill_an_entry(suite: Path) -> bool:
     ("SIGHUP", "asv set-up"),     # the terminal closed
     ("SIGKILL", "measured run"),  # the command killed outright (out of memory, kill -9): no handler runs
     ("SIGKILL", "profiled run"),
+    ("SIGTERM", "duet round"),    # two sides at once, one held at a case's barrier (stopped)
 ])
 def test_a_run_ended_early_leaves_nothing_running_and_resumes(suite, fault, stage):
     machine = f"{fault}-{stage.split()[0]}".lower()
-    profiled = ["--profile-functions"] if stage == "profiled run" else []
-    proc = start_run(suite, machine, *profiled)
+    extra = {"profiled run": ["--profile-functions"], "duet round": ["--duet"]}.get(stage, [])
+    proc = start_run(suite, machine, *extra)
     until(reached(suite, machine, stage), stage)
     assert processes_of(suite / "raw-runs"), "the run's processes were not found while it ran"
     if fault == "SIGINT":
@@ -147,7 +148,7 @@ def test_a_run_ended_early_leaves_nothing_running_and_resumes(suite, fault, stag
         assert "--resume" in out and record["state"] == "interrupted" and record["interrupted"] == fault
 
     again = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", str(RUNS), "--python", sys.executable,
-                          "--machine", machine, "--resume", *profiled)
+                          "--machine", machine, "--resume", *extra)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert f"resuming batch {record['batch']}" in again.stdout and f"{len(before)} of its runs kept" in again.stdout
     done = batch_record(suite, machine)
