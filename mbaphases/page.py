@@ -174,6 +174,26 @@ def linked_page(asv_html: Path) -> Path | None:
     return Path(asv_html) / m.group(1) if m else None
 
 
+TARGETS_MARK = "<!-- mbaphases: other targets -->"
+
+
+def link_targets(asv_html: Path, pages: dict[str, Path]) -> bool:
+    """Links from asv's index page to the asv pages of the other targets (pins files), each
+    published into a folder of its own under it (idempotent: the list is replaced)."""
+    index = Path(asv_html) / "index.html"
+    if not index.is_file():
+        return False
+    text = re.sub(re.escape(TARGETS_MARK) + ".*?" + re.escape(TARGETS_MARK), "", index.read_text(), flags=re.S)
+    if pages:
+        links = " · ".join(f'<a href="{Path(d).resolve().relative_to(Path(asv_html).resolve()).as_posix()}/index.html" '
+                           f'style="color:#fff">{html.escape(name)}</a>' for name, d in sorted(pages.items()))
+        text = text.replace("</body>", f'{TARGETS_MARK}<div style="position:fixed;bottom:8px;right:12px;z-index:9999;'
+                            f'background:#1f77b4;color:#fff;padding:6px 10px;border-radius:4px;font:14px sans-serif">'
+                            f'other targets: {links}</div>{TARGETS_MARK}</body>', 1)
+    index.write_text(text)
+    return True
+
+
 def link_from_asv(asv_html: Path, page_dir: Path) -> bool:
     """Add a link to the report on asv's own index page (idempotent)."""
     index = Path(asv_html) / "index.html"

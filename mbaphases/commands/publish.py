@@ -1,16 +1,21 @@
-"""mbaphases publish: asv publish (html/), keeping the report page asv's index links to."""
+"""mbaphases publish: asv publish (html/), keeping the report page asv's index links to; then every
+other target's results (each pins file has its own results folder) into html/<its name>/, linked
+from the index."""
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from mbaphases import inputs, page, runner
+from mbaphases.errors import UsageError
 
 
 def add_parser(sub) -> None:
-    pb = sub.add_parser("publish", help="asv publish (html/); the linked report page is kept and linked again")
+    pb = sub.add_parser("publish", help="asv publish (html/), and every other target's results into html/<name>/; "
+                                        "the linked report page is kept and linked again")
     pb.add_argument("--config", default="asv.conf.json")
     pb.set_defaults(handler=main)
 
@@ -18,6 +23,41 @@ def add_parser(sub) -> None:
 def main(args) -> int:
     conf = Path(args.config)
     html = conf.resolve().parent / inputs.load_asv_conf(conf).get("html_dir", "html")
+    rc = _publish_keeping_report(conf, html)
+    published = {}
+    for name, other, other_html in other_targets(conf, html):
+        code = runner.publish(other)
+        if code == 0:
+            published[name] = other_html
+        else:  # said, and the main pages stay: one target's repository may be out of reach
+            print(f"mbaphases publish: {name} ({other}) not published: asv publish exit {code}", file=sys.stderr)
+    page.link_targets(html, published)
+    return rc
+
+
+def other_targets(conf: Path, html: Path) -> list[tuple[str, Path, Path]]:
+    """(name, config, its html folder) of every other target run beside ``conf``: the configs the
+    batch records name, with results of their own and pages under ``html``."""
+    suite_dir = conf.resolve().parent
+    own = suite_dir / inputs.load_asv_conf(conf).get("results_dir", "results")
+    found = {}
+    for record_path in sorted((suite_dir / "raw-runs").glob("*/batches/*.json")):
+        try:
+            other = Path(json.loads(record_path.read_text())["config"])
+            doc = inputs.load_asv_conf(other)
+        except (OSError, ValueError, KeyError, UsageError):
+            continue  # a record without a readable config names no target to publish
+        results = other.parent / doc.get("results_dir", "results")
+        other_html = other.parent / doc.get("html_dir", "html")
+        # an older config shares results/ or html/ itself: publishing it would clear the main pages
+        if (results.resolve() == own.resolve() or not (results / "benchmarks.json").is_file()
+                or html.resolve() not in other_html.resolve().parents):
+            continue
+        found[other.resolve()] = (other_html.name, other, other_html)
+    return sorted(found.values())
+
+
+def _publish_keeping_report(conf: Path, html: Path) -> int:
     linked = page.linked_page(html)
     if linked is None or not linked.is_dir():
         return runner.publish(conf)

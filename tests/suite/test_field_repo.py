@@ -49,7 +49,7 @@ def test_field_profile_by_sha_installs_each_side_from_its_lock(field, tmp_path):
     assert shas["field-direct"] in first[0] and shas["field-mba"] in first[1], "resolved SHAs are printed first"
     locks = set()
     for tag in ("field-direct", "field-mba"):
-        (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results"), "fieldvenv", shas[tag][:8])
+        (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results-field"), "fieldvenv", shas[tag][:8])
         assert [len(s) for s in res.get_result_samples(METRIC, res.get_result_params(METRIC))] == [3, 3]
         metas = sorted((suite / "raw-runs" / "fieldvenv" / shas[tag]).glob("run*.meta.json"))
         meta = json.loads(metas[0].read_text())

@@ -184,6 +184,36 @@ def test_publishing_keeps_the_report_page_asv_links_to(ab, tmp_path):
     assert (suite / "html" / "graphs").is_dir() and not list(suite.glob(".mbaphases-pages-*"))
 
 
+def graph_files(html: Path) -> list[Path]:
+    return sorted(p.relative_to(html) for p in (html / "graphs").rglob("*.json"))
+
+
+def test_a_run_of_other_pins_leaves_every_targets_results_publishable(ab):
+    """Each pins file's runs have a results folder of their own (asv keeps one benchmark list per
+    folder, rewritten by every run): a run of other pins (one case) leaves the suite's results and
+    pages as they were, and `mbaphases publish` publishes both, the other under html/<its name>/,
+    linked from asv's index."""
+    suite, shas, _ = ab
+    assert run_mbaphases(suite, "publish").returncode == 0
+    before, listed = graph_files(suite / "html"), (suite / "results" / "benchmarks.json").read_bytes()
+    assert before
+    text = (suite / "pins.toml").read_text()
+    head, rest = text.split("cases = [", 1)
+    (suite / "pins.one-case.toml").write_text(head + 'cases = ["sac/g1_walk_flat/mujoco"]' + rest[rest.index("]") + 1:])
+    r = run_mbaphases(suite, "run", "--pins", "pins.one-case.toml", "--profile", "tiny", "--runs", "1", "--python",
+                      sys.executable, "--machine", "onebox")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert (suite / "results" / "benchmarks.json").read_bytes() == listed
+    assert not (suite / "results" / "onebox").exists() and (suite / "results-one-case" / "onebox").is_dir()
+    p = run_mbaphases(suite, "publish")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert graph_files(suite / "html") == before
+    other = graph_files(suite / "html" / "one-case")
+    assert any("machine-onebox" in str(g) for g in other)
+    index = (suite / "html" / "index.html").read_text()
+    assert index.count('href="one-case/index.html"') == 1
+
+
 def test_ab_of_two_refs_runs_reports_and_keeps_the_pins_it_used(ab):
     """`mbaphases ab BASE CAND --repo`: the pins file written beside the report, the run, the report
     and its page; the usual `report --pins` finds the run's config on its own afterwards."""
@@ -203,7 +233,10 @@ def test_ab_of_two_refs_runs_reports_and_keeps_the_pins_it_used(ab):
     assert (out / "page" / "index.html").is_file() and f"page: {out / 'page' / 'index.html'}" in p.stdout
     assert "plan: 2 sides x 1 cases x 1 runs" in p.stdout
     record = json.loads(next((suite / "raw-runs" / "abbox" / "batches").glob("*.json")).read_text())
-    assert record["pins"] == str(pins_file.resolve()) and record["config"] == str((suite / "asv.conf.json").resolve())
+    # its own results folder: its one case must not hide the suite's seven from asv's pages
+    conf = suite / "asv.ab-main-vs-mba-dev.resolved.conf.json"
+    assert record["pins"] == str(pins_file.resolve()) and record["config"] == str(conf.resolve())
+    assert json.loads(conf.read_text())["results_dir"] == "results-ab-main-vs-mba-dev"
     again = run_mbaphases(suite, "report", "--pins", str(pins_file), "--machine", "abbox", "--out", str(suite / "again"))
     assert again.returncode in (0, 1), again.stderr
     assert json.loads((suite / "again" / "summary.json").read_text())["cases"] == summary["cases"]
