@@ -2,7 +2,8 @@
 plan its stored runs already cover.
 
 A batch record is written when the batch starts (``"state": "running"``) and replaced when it ends
-(``"finished"`` or ``"interrupted"``); a batch whose command was killed outright keeps the first.
+(``"finished"``, ``"interrupted"``, or ``"incomplete"``: planned runs left no record, as on a full
+disk); a batch whose command was killed outright keeps the first.
 Either unfinished kind can be resumed: its kept runs stay its runs (one stratum with the new ones),
 and only what is missing runs.
 """
@@ -16,6 +17,7 @@ from mbaphases.errors import UsageError
 
 
 def unfinished(record: dict) -> bool:
+    """Interrupted, killed (still ``running``), or ended with planned runs unrecorded (``incomplete``)."""
     return record.get("state", "finished") != "finished" or bool(record.get("interrupted"))
 
 

@@ -396,6 +396,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     progress_file.parent.mkdir(parents=True, exist_ok=True)
     env = _batch_env(pins, machine, raw_dir, batch, progress_file, allow_other_hardware, profile_functions)
     ensure_machine(conf_path, machine)
+    set_aside_unreadable_results(suite_dir / conf.get("results_dir", "results") / machine, out)
     print(f"batch {batch}", file=out, flush=True)
     pairing = pins.get("duet_pairing", "star")
 
@@ -521,11 +522,22 @@ def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, 
     # before the first run: asv's start and, the first time, the environment's build (once per
     # environment, so the estimate leaves it out)
     record["setup_seconds"] = min(m["started"] for m in metas) - started if metas else None
+    expected = sum(runs_by_side.values())
+    # a batch whose planned runs were not all recorded (a full disk) can be resumed, as an interrupted one
+    state = "interrupted" if "interrupted" in record else "incomplete" if len(metas) < expected else "finished"
     record.update(ended=ended, runs_per_side=done_runs, runs_by_side=runs_by_side, entry_seconds=entry_s,
                   wall_seconds=wall_s, entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas),
-                  state="interrupted" if "interrupted" in record else "finished")
-    _write_record(machine_dir, record)
-    expected = sum(runs_by_side.values())
+                  state=state)
+    if state == "incomplete":
+        print(_no_room([machine_dir, Path(record["config"]).parent]) or
+              f"{expected - len(metas)} planned runs left no record (see above); the same command with --resume "
+              "runs them", file=out)
+    try:
+        _write_record(machine_dir, record)
+    except OSError as e:
+        # the record of its start stays: --resume finds the batch
+        print(f"the batch record could not be written under {machine_dir / 'batches'} ({e.strerror or e})", file=out)
+        rc = rc or 1
     print(f"{len(metas)} of {expected} runs recorded under {machine_dir}; "
           f"{len(failures)} failed case-runs; asv exit {rc}", file=out)
     print(f"entry time {entry_s:.0f} s of {wall_s:.0f} s wall ({entry_s / wall_s:.0%} inside the entry processes)"
@@ -534,6 +546,39 @@ def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, 
         return rc
     # a failed case or run is a verdict on the run (1), never asv's own exit code (2 reads as bad input)
     return 1 if failures or len(metas) < expected or rc else 0
+
+
+def set_aside_unreadable_results(machine_results: Path, out) -> list[Path]:
+    """asv rewrites a commit's results file in place: a full disk leaves it truncated, and asv then
+    refuses every later run of that commit (it cannot append to it). Such a file is renamed aside
+    (``<name>.unreadable-<time>``, never read as results), said in one line; its samples are the
+    raw runs', which the report reads."""
+    moved = []
+    for path in sorted(machine_results.glob("*.json")):
+        if path.name == "machine.json":
+            continue
+        try:
+            json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%dT%H%M%S')}")
+            path.rename(aside)
+            print(f"asv's results file {path} cannot be read ({type(e).__name__}; a full disk truncates it): kept as "
+                  f"{aside.name}; its runs are in the raw runs", file=out, flush=True)
+            moved.append(aside)
+    return moved
+
+
+def _no_room(folders: list[Path]) -> str | None:
+    """A line naming the first of ``folders`` whose file system is full, if one is."""
+    for folder in folders:
+        try:
+            free = shutil.disk_usage(folder).free
+        except OSError:
+            continue
+        if free < 1 << 20:
+            return (f"no space left on the file system of {folder} ({free // 1024} KiB free): the runs after that "
+                    "could not be written; make room, then the same command with --resume goes on with this batch")
+    return None
 
 
 def _write_record(machine_dir: Path, record: dict) -> None:
@@ -546,7 +591,9 @@ def _write_record(machine_dir: Path, record: dict) -> None:
 def _how_it_ended(record: dict) -> str:
     if record.get("interrupted"):
         return f"interrupted by {record['interrupted']}"
-    return "its command ended without recording its end (killed)"
+    if record.get("state") == "incomplete":
+        return f"{record.get('recorded_runs', 0)} of its planned runs recorded"
+    return "its command ended without recording its end (killed, or its disk full)"
 
 
 def recorded_batch(pins_path: Path) -> dict | None:

@@ -182,3 +182,52 @@ def test_a_killed_entry_is_a_failed_run_of_its_side_and_the_batch_goes_on(suite)
     assert len(runs) == 2 * RUNS and sum(bool(m["failed_cases"]) for m in runs) == 1
     assert batch_record(suite, machine)["state"] == "finished"
     until(lambda: not processes_of(suite / "raw-runs"), "no process of the run left", GONE_WITHIN_S)
+
+
+def fill(folder: Path) -> None:
+    """Take every free byte of the file system holding ``folder``."""
+    with open(folder / "filler", "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * (1 << 16))
+        except OSError:
+            pass
+
+
+def test_a_full_disk_mid_batch_is_said_and_the_batch_resumes_once_there_is_room(suite):
+    """The run's record and results folders on small file systems, filled after the first run:
+    the later runs cannot be written; the batch says so in one line and keeps its first run, and
+    once there is room again `--resume` completes it."""
+    machine = "disk-full"
+    folders = [suite / "raw-runs" / machine, suite / "results" / machine]
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)], check=True)
+    try:
+        proc = start_run(suite, machine)
+        until(lambda: list(folders[0].glob("*/run1.meta.json")), "the first run recorded")
+        for folder in folders:
+            fill(folder)
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 1, out[-3000:]
+        said = [line for line in out.splitlines() if line.startswith("no space left on the file system of")]
+        assert len(said) == 1 and "--resume" in said[0] and "internal error" not in out, out[-3000:]
+        for folder in folders:
+            (folder / "filler").unlink()
+        before = kept_runs(suite, machine)
+        assert before
+        again = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", str(RUNS), "--python", sys.executable,
+                              "--machine", machine, "--resume")
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        # asv rewrote its results files in place on the full disk: truncated, set aside (asv would
+        # refuse every later run of those commits), their runs read from the raw runs
+        assert "cannot be read" in again.stdout and list(folders[1].glob("*.json.unreadable-*"))
+        after = kept_runs(suite, machine)
+        assert sorted(sum(m["commit"] == c for m in after) for c in {m["commit"] for m in after}) == [RUNS, RUNS]
+        rep = run_mbaphases(suite, "report", "--machine", machine, "--out", str(suite / "reports" / machine))
+        assert rep.returncode in (0, 1), rep.stderr
+        summary = json.loads((suite / "reports" / machine / "summary.json").read_text())
+        assert all(c["throughput"]["baseline"]["runs"] == RUNS for c in summary["cases"]), summary["cases"]
+    finally:
+        for folder in folders:
+            subprocess.run(["umount", "-l", str(folder)], check=False)
