@@ -82,6 +82,7 @@ class Search:
     verdict: str = ""
     runs_needed: int | None = None
     batches: list[str] = field(default_factory=list)
+    interrupted: bool = False  # its verdict is not a decision; the same find again starts from its runs
 
 
 def first_parent_line(repo: Path, good: str, bad: str) -> list[str]:
@@ -163,13 +164,13 @@ class Measurer:
         step_pins["reference"] = points[1].label
         before = set(self._batch_records())
         rc = runner.run_sides(self.conf_path, step_pins, self.runs, self.machine, self.python, out=self.out,
-                              duet=self.duet)
+                              duet=self.duet, resume_hint=FIND_RESUME_HINT)
+        self.batches += sorted(set(self._batch_records()) - before)
         if rc == 130:
             # interrupted: its runs are kept; the search stops rather than deciding on what is missing
             raise KeyboardInterrupt
         self._sides.clear()
         self.measured.update(p.sha for p in points)
-        self.batches += sorted(set(self._batch_records()) - before)
 
     def _batch_records(self) -> list[str]:
         return [p.stem for p in (self.results_dir.parent / "raw-runs" / self.machine / "batches").glob("*.json")]
@@ -211,6 +212,22 @@ def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: st
     each = decision_confidence(confidence, n, max_batches)
     # the measurer's list itself: every batch it runs is on the search's record as it happens
     search = Search(what, case, line, confidence, each, batches=m.batches)
+    try:
+        return _search(m, search, line, what, case, confidence, each, max_batches, budget_s, out)
+    except KeyboardInterrupt:
+        # every process of the step's batch has been ended and its runs kept (mbaphases.runner)
+        search.interrupted = True
+        search.verdict = (f"interrupted after {len(search.steps)} step(s) and {len(m.batches)} batch(es): their runs are "
+                          f"kept; {FIND_RESUME_HINT}")
+        return search
+
+
+FIND_RESUME_HINT = "the same find again starts from the runs kept (stored runs first)"
+
+
+def _search(m: Measurer, search: Search, line: list[Point], what: str, case: str, confidence: float, each: float,
+            max_batches: int, budget_s: float, out) -> Search:
+    n = len(line) - 1
     ratio = what in METRICS
     started = time.time()
     print(f"find {what} on {case}: {n} commit(s) after {line[0].label} ({line[0].sha[:10]}) up to {line[-1].label} "

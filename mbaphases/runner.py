@@ -344,7 +344,7 @@ def _wait_pair(procs, barrier: Path) -> list[int]:
 def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
               only: list[str] | None = None, until_decisive: dict | None = None, out=sys.stdout,
               allow_other_hardware: bool = False, profile_functions: bool = False, duet: bool = False,
-              resume: bool = False) -> int:
+              resume: bool = False, resume_hint: str = "the same command with --resume goes on with this batch") -> int:
     """Run every side ``runs`` times with asv, interleaved; returns the exit status
     (0: every run of every case succeeded).
 
@@ -478,11 +478,11 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         print(f"\ninterrupted{why}: every completed run is kept under {raw_dir / machine}; no process of the batch "
               "is left", file=out)
         record["interrupted"] = str(e) if isinstance(e, processes.Interrupted) else "SIGINT"
-        print("the same command with --resume goes on with this batch", file=out)
+        print(resume_hint, file=out)
         rc = 130
     finally:
         progress_file.unlink(missing_ok=True)
-    return _finish_batch(record, raw_dir / machine, started, names, done_runs, runs_by_side, rc, out)
+    return _finish_batch(record, raw_dir / machine, started, names, done_runs, runs_by_side, rc, out, resume_hint)
 
 
 def _local_repo(conf: dict, suite_dir: Path) -> Path | None:
@@ -507,7 +507,7 @@ def _batch_env(pins: dict, machine: str, raw_dir: Path, batch: str, progress_fil
 
 
 def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, done_runs: int,
-                  runs_by_side: dict, rc: int, out) -> int:
+                  runs_by_side: dict, rc: int, out, resume_hint: str) -> int:
     """The batch's end: failures and flagged runs said, the batch record written, the exit status."""
     metas = [m for m in load.run_meta(machine_dir.parent, machine_dir.name, started, out)
              if m.get("batch") == record["batch"]]
@@ -529,9 +529,8 @@ def _finish_batch(record: dict, machine_dir: Path, started: float, names: dict, 
                   wall_seconds=wall_s, entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas),
                   state=state)
     if state == "incomplete":
-        print(_no_room([machine_dir, Path(record["config"]).parent]) or
-              f"{expected - len(metas)} planned runs left no record (see above); the same command with --resume "
-              "runs them", file=out)
+        print((_no_room([machine_dir, Path(record["config"]).parent]) or
+               f"{expected - len(metas)} planned runs left no record (see above)") + f"; {resume_hint}", file=out)
     try:
         _write_record(machine_dir, record)
     except OSError as e:
@@ -577,7 +576,7 @@ def _no_room(folders: list[Path]) -> str | None:
             continue
         if free < 1 << 20:
             return (f"no space left on the file system of {folder} ({free // 1024} KiB free): the runs after that "
-                    "could not be written; make room, then the same command with --resume goes on with this batch")
+                    "could not be written; make room")
     return None
 
 

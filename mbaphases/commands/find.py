@@ -80,6 +80,9 @@ def main(args) -> int:
     out = suite_dir / "raw-runs" / machine / "find" / f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}.json"
     find_mod.record(search, out, started)
     print(search.verdict)
+    if search.interrupted:
+        print(f"the search so far is recorded in {out}")
+        return 130
     if search.runs_needed:
         print(f"about {search.runs_needed} runs a side would decide it")
     print(f"wall {time.time() - started:.0f} s; the search is recorded in {out}")

@@ -231,3 +231,27 @@ def test_a_full_disk_mid_batch_is_said_and_the_batch_resumes_once_there_is_room(
     finally:
         for folder in folders:
             subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_an_interrupted_find_records_its_search_so_far_and_the_same_find_goes_on(suite):
+    """SIGTERM to `mbaphases find` during a step's batch: the batch's processes ended, its runs kept,
+    the search so far recorded as interrupted (exit 130); the same find again measures from them."""
+    machine = "find-interrupted"
+    args = ["find", "--phase", "update_state", "--case", CASES[0], "mba-dev", "mba-next", "--profile", "tiny",
+            "--runs", "2", "--max-batches", "1", "--python", sys.executable, "--machine", machine]
+    proc = subprocess.Popen([sys.executable, "-m", "mbaphases.cli", *args], cwd=suite, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")})
+    until(lambda: list((suite / "raw-runs" / machine).glob("*/run1.meta.json")), "the search's first run")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-3000:]
+    until(lambda: not processes_of(suite / "raw-runs"), "no process of the search left", GONE_WITHIN_S)
+    (found,) = (suite / "raw-runs" / machine / "find").glob("*.json")
+    search = json.loads(found.read_text())
+    assert search["interrupted"] and len(search["batches"]) == 1 and "the same find again" in search["verdict"]
+    kept = kept_runs(suite, machine)
+    again = run_mbaphases(suite, *args)
+    assert again.returncode in (0, 1), again.stdout[-3000:] + again.stderr[-3000:]
+    searches = sorted((suite / "raw-runs" / machine / "find").glob("*.json"))
+    assert len(searches) == 2 and not json.loads(searches[-1].read_text())["interrupted"]
+    assert kept_runs(suite, machine)[: len(kept)] == kept
