@@ -9,6 +9,7 @@ import time
 import traceback
 from pathlib import Path
 
+from mbaphases import processes
 from mbaphases.commands import ab, bundle, demo_repo, find, publish, report, run
 from mbaphases.errors import ArgumentParser, UsageError
 
@@ -29,13 +30,16 @@ EXIT_USAGE, EXIT_INTERNAL = 2, 3
 def main(argv=None) -> int:
     """0/1 are verdicts only: bad input is 2, an internal error 3 (traceback in a log file)."""
     try:
-        args = build_parser().parse_args(argv)
-        return args.handler(args)
+        # SIGTERM and SIGHUP take Ctrl-C's path: staged outputs are discarded, children ended
+        with processes.terminate_as_interrupt():
+            args = build_parser().parse_args(argv)
+            return args.handler(args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        why = f" by {e}" if isinstance(e, processes.Interrupted) else ""
+        print(f"error: interrupted{why}", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - the contract: one line, the traceback kept
         log = Path(tempfile.gettempdir()) / f"mbaphases-error-{time.strftime('%Y%m%d-%H%M%S')}.log"

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
+
+# held while staged files move into place, so an interrupt lands before or after, never between
+DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 class Stage:
@@ -23,13 +27,17 @@ class Stage:
         self.dir = Path(tempfile.mkdtemp(prefix=".mbaphases-stage-", dir=anchor))
 
     def publish(self) -> None:
-        for sub in self.fresh_subdirs:
-            if (self.dir / sub).is_dir() and (self.final / sub).is_dir():
-                shutil.rmtree(self.final / sub)
-        for src in sorted(p for p in self.dir.rglob("*") if p.is_file()):
-            dest = self.final / src.relative_to(self.dir)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dest)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, DEFERRED)
+        try:
+            for sub in self.fresh_subdirs:
+                if (self.dir / sub).is_dir() and (self.final / sub).is_dir():
+                    shutil.rmtree(self.final / sub)
+            for src in sorted(p for p in self.dir.rglob("*") if p.is_file()):
+                dest = self.final / src.relative_to(self.dir)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, dest)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         self.discard()
 
     def discard(self) -> None:

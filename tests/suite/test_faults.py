@@ -255,3 +255,35 @@ def test_an_interrupted_find_records_its_search_so_far_and_the_same_find_goes_on
     searches = sorted((suite / "raw-runs" / machine / "find").glob("*.json"))
     assert len(searches) == 2 and not json.loads(searches[-1].read_text())["interrupted"]
     assert kept_runs(suite, machine)[: len(kept)] == kept
+
+
+def staging_folders(root: Path) -> list[Path]:
+    return list(root.glob("**/.mbaphases-stage-*"))
+
+
+def test_a_report_ended_early_leaves_its_previous_output_or_none(suite, tmp_path):
+    """SIGTERM to `mbaphases report` while it writes (its staging folder exists): one line, exit 130,
+    no output folder and no staging folder left; SIGKILL while it rewrites an earlier report: that
+    report stays readable whole (the old one or the new one)."""
+    machine = "report-stage"
+    run = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", str(RUNS), "--python", sys.executable,
+                        "--machine", machine)
+    assert run.returncode == 0, run.stdout[-3000:]
+    first = run_mbaphases(suite, "report", "--machine", machine, "--out", str(tmp_path / "kept"))
+    assert first.returncode in (0, 1), first.stderr
+    for signum, out in ((signal.SIGTERM, tmp_path / "new"), (signal.SIGKILL, tmp_path / "kept")):
+        proc = subprocess.Popen([sys.executable, "-m", "mbaphases.cli", "report", "--machine", machine, "--out", str(out)],
+                                cwd=suite, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        until(lambda p=proc: staging_folders(tmp_path) or p.poll() is not None, "the report staged")
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+        if signum == signal.SIGTERM:
+            # interrupted while writing: nothing; while moving its files into place (signals held
+            # then): the whole report, the interrupt said after it
+            assert proc.returncode in (0, 1, 130) and not staging_folders(tmp_path), err
+            if proc.returncode == 130:
+                assert err.strip().splitlines()[-1] == "error: interrupted by SIGTERM", err
+        assert out.exists() or signum == signal.SIGTERM
+        if out.exists():  # what is there is a whole report: the previous one or the new one
+            json.loads((out / "summary.json").read_text())
+            assert (out / "report.md").stat().st_size > 0
