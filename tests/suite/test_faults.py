@@ -120,7 +120,6 @@ def kill_an_entry(suite: Path) -> bool:
     ("SIGTERM", "measured run"),  # a CI job cancelled
     ("SIGHUP", "asv set-up"),     # the terminal closed
     ("SIGKILL", "measured run"),  # the command killed outright (out of memory, kill -9): no handler runs
-    ("SIGKILL", "profiled run"),
     ("SIGTERM", "duet round"),    # two sides at once, one held at a case's barrier (stopped)
 ])
 def test_a_run_ended_early_leaves_nothing_running_and_resumes(suite, fault, stage):
