@@ -86,18 +86,24 @@ def wait_all(procs: list[subprocess.Popen]) -> list[int]:
     try:
         return [p.wait() for p in procs]
     finally:
-        for p in procs:
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGTERM)
-            end_session(p.pid)
+        end_all(procs)
+
+
+def end_all(procs: list[subprocess.Popen]) -> None:
+    """End every process started by :func:`start` and whatever is left of its session, now (a
+    caller interrupted while it watched them: never wait for them to finish)."""
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGTERM)
+        end_session(p.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=GRACE_S)
+        watcher = getattr(p, "watcher", None)
+        if watcher is not None:  # its session is ended: it finds nothing left and exits
+            watcher.stdin.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=GRACE_S)
-            watcher = getattr(p, "watcher", None)
-            if watcher is not None:  # its session is ended: it finds nothing left and exits
-                watcher.stdin.close()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    watcher.wait(timeout=GRACE_S)
+                watcher.wait(timeout=GRACE_S)
 
 
 class Interrupted(KeyboardInterrupt):

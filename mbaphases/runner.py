@@ -294,18 +294,22 @@ def _run_duets(base, conf, conf_path, suite_dir, pairs_of, rounds, first_round, 
             pair_id = f"{batch}/{name}"
             barrier = suite_dir / ".asv" / "duet" / batch / name
             procs = []
-            for role, x in enumerate(ordered):
-                if role == 1:
-                    _until_at_barrier(procs[0], barrier)
-                partner = ordered[1 - role]
-                cmd = _existing_command(base, conf, conf_path, suite_dir, x["sha"], python)
-                print(f"[duet round {k + 1}, pair {i + 1}/{len(pairs)}] CPU {cpus[role]}: {names[x['sha']]}", file=out,
-                      flush=True)
-                procs.append(processes.start(cmd, suite_dir, {
-                    **env, "MBAPHASES_TARGET_DIR": str(worktrees / x["sha"]), "MBAPHASES_COMMIT": x["sha"],
-                    "MBAPHASES_DUET_DIR": str(barrier), "MBAPHASES_DUET_PAIR": pair_id,
-                    "MBAPHASES_DUET_ROLE": str(role), "MBAPHASES_DUET_CPU": str(cpus[role]),
-                    "MBAPHASES_DUET_PARTNER": partner["sha"], "MBAPHASES_DUET_ROUND": str(k + 1)}, cpu=cpus[role]))
+            try:
+                for role, x in enumerate(ordered):
+                    if role == 1:
+                        _until_at_barrier(procs[0], barrier)
+                    partner = ordered[1 - role]
+                    cmd = _existing_command(base, conf, conf_path, suite_dir, x["sha"], python)
+                    print(f"[duet round {k + 1}, pair {i + 1}/{len(pairs)}] CPU {cpus[role]}: {names[x['sha']]}",
+                          file=out, flush=True)
+                    procs.append(processes.start(cmd, suite_dir, {
+                        **env, "MBAPHASES_TARGET_DIR": str(worktrees / x["sha"]), "MBAPHASES_COMMIT": x["sha"],
+                        "MBAPHASES_DUET_DIR": str(barrier), "MBAPHASES_DUET_PAIR": pair_id,
+                        "MBAPHASES_DUET_ROLE": str(role), "MBAPHASES_DUET_CPU": str(cpus[role]),
+                        "MBAPHASES_DUET_PARTNER": partner["sha"], "MBAPHASES_DUET_ROUND": str(k + 1)}, cpu=cpus[role]))
+            except BaseException:
+                processes.end_all(procs)  # interrupted while the first side waits for the second's start
+                raise
             codes = _wait_pair(procs, barrier)
             rc = rc or max(codes)
     return rc
@@ -336,9 +340,10 @@ def _wait_pair(procs, barrier: Path) -> list[int]:
                     (barrier / f"ended.{role}").write_text(str(time.time()))
                     del pending[role]
             time.sleep(0.2)
-    finally:
-        codes = processes.wait_all(procs)
-    return codes
+    except BaseException:
+        processes.end_all(procs)  # interrupted: both sides end now, not at their run's end
+        raise
+    return processes.wait_all(procs)
 
 
 def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,

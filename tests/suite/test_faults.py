@@ -104,21 +104,27 @@ def entry_pids(suite: Path) -> list[int]:
             and b"py-spy" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
-def kill_an_entry(suite: Path) -> bool:
-    """SIGKILL to a running entry, held (SIGSTOP) first: a short entry must not end on its own
-    between being found and being killed."""
+def stop_an_entry(suite: Path) -> int | None:
+    """A running entry held (SIGSTOP, its stop seen to take effect), or None: a short entry must not
+    end on its own between being found and being acted on."""
     for pid in entry_pids(suite):
         try:
             os.kill(pid, signal.SIGSTOP)
             for _ in range(50):  # the stop is delivered asynchronously
                 if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T":
-                    os.kill(pid, signal.SIGKILL)
-                    return True
+                    return pid
                 time.sleep(0.02)
             os.kill(pid, signal.SIGCONT)
         except (ProcessLookupError, FileNotFoundError):
             continue  # it ended first
-    return False
+    return None
+
+
+def kill_an_entry(suite: Path) -> bool:
+    pid = stop_an_entry(suite)
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+    return pid is not None
 
 
 @pytest.mark.parametrize("fault, stage", [
@@ -134,6 +140,11 @@ def test_a_run_ended_early_leaves_nothing_running_and_resumes(suite, fault, stag
     proc = start_run(suite, machine, *extra)
     until(reached(suite, machine, stage), stage)
     assert processes_of(suite / "raw-runs"), "the run's processes were not found while it ran"
+    if stage in ("measured run", "duet round"):
+        # held, so that it cannot finish before the fault: the run in progress ends with the batch
+        # (the fault's own end continues it to take its TERM), never after it
+        until(lambda: stop_an_entry(suite) is not None, "an entry to hold")
+    runs_then = sorted((suite / "raw-runs" / machine).glob("*/run*.meta.json"))
     if fault == "SIGINT":
         os.killpg(proc.pid, signal.SIGINT)
     else:
@@ -142,6 +153,7 @@ def test_a_run_ended_early_leaves_nothing_running_and_resumes(suite, fault, stag
     until(lambda: not processes_of(suite / "raw-runs"), "no process of the run left", GONE_WITHIN_S)
     with formal_lock.acquire("the next formal run", 0, path=suite / "formal.lock"):
         pass  # free at once: LockBusy otherwise
+    assert sorted((suite / "raw-runs" / machine).glob("*/run*.meta.json")) == runs_then, out[-3000:]
     before = kept_runs(suite, machine)
     record = batch_record(suite, machine)
     if fault == "SIGKILL":
