@@ -190,7 +190,9 @@ def _make_repository(path: Path, fill) -> dict[str, str]:
         shas = fill(work)
         (work / ".git" / MARKER).write_text("made by mbaphases demo-repo; it may replace this directory\n")
         if path.exists():
-            shutil.rmtree(path)
+            # a rename, not a removal in place: interrupted, the repository is whole or absent
+            # (a half-removed one has lost its marker, and would be refused as not made here)
+            path.rename(Path(tmp) / "replaced")
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(work), str(path))
     return shas
