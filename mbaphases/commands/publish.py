@@ -1,5 +1,5 @@
 """mbaphases publish: asv publish (html/), keeping the report page asv's index links to; then every
-other target's results (each pins file has its own results folder) into html/<its name>/, linked
+other target's results (each pins file has its own results folder) into html/targets/<its name>/, linked
 from the index."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from mbaphases.errors import UsageError
 
 
 def add_parser(sub) -> None:
-    pb = sub.add_parser("publish", help="asv publish (html/), and every other target's results into html/<name>/; "
+    pb = sub.add_parser("publish", help="asv publish (html/), and every other target's results into html/targets/<name>/; "
                                         "the linked report page is kept and linked again")
     pb.add_argument("--config", default="asv.conf.json")
     pb.set_defaults(handler=main)

@@ -51,10 +51,11 @@ def results_folder(pins: dict, kind: str) -> str | None:
 
 
 def own_results(conf: Path, folder: str, out: Path) -> Path:
-    """``conf`` with its results in ``folder`` and its pages in html/<the same name>, written to ``out``
-    (``mbaphases publish`` publishes every target's and links them from the main pages)."""
+    """``conf`` with its results in ``folder`` and its asv pages in html/targets/<the same name> (not
+    html/<name>, where a report's page of that name may live), written to ``out`` (``mbaphases
+    publish`` publishes every target's and links them from the main pages)."""
     doc = inputs.load_asv_conf(conf)
-    doc.update(results_dir=folder, html_dir=f"html/{folder.removeprefix('results-')}")
+    doc.update(results_dir=folder, html_dir=f"html/targets/{folder.removeprefix('results-')}")
     staging.write_text_atomic(out, json.dumps(doc, indent=2) + "\n")
     return out
 

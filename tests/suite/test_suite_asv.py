@@ -191,7 +191,7 @@ def graph_files(html: Path) -> list[Path]:
 def test_a_run_of_other_pins_leaves_every_targets_results_publishable(ab):
     """Each pins file's runs have a results folder of their own (asv keeps one benchmark list per
     folder, rewritten by every run): a run of other pins (one case) leaves the suite's results and
-    pages as they were, and `mbaphases publish` publishes both, the other under html/<its name>/,
+    pages as they were, and `mbaphases publish` publishes both, the other under html/targets/<its name>/,
     linked from asv's index."""
     suite, shas, _ = ab
     assert run_mbaphases(suite, "publish").returncode == 0
@@ -208,10 +208,10 @@ def test_a_run_of_other_pins_leaves_every_targets_results_publishable(ab):
     p = run_mbaphases(suite, "publish")
     assert p.returncode == 0, p.stderr[-2000:]
     assert graph_files(suite / "html") == before
-    other = graph_files(suite / "html" / "one-case")
+    other = graph_files(suite / "html" / "targets" / "one-case")
     assert any("machine-onebox" in str(g) for g in other)
     index = (suite / "html" / "index.html").read_text()
-    assert index.count('href="one-case/index.html"') == 1
+    assert index.count('href="targets/one-case/index.html"') == 1
 
 
 def test_ab_of_two_refs_runs_reports_and_keeps_the_pins_it_used(ab):
