@@ -22,9 +22,12 @@ def test_field_profile_builds_a_virtualenv_and_runs_both_sides(tmp_path):
     p = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", "1", "--machine", "venvbox",
                       "--field-repo", str(tmp_path / "field-repo"), timeout=2400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert str(tmp_path / "field-repo") in (suite / "asv.field.resolved.conf.json").read_text()
+    # the field's repository under the suite's pins.toml: a config and results folder of its own
+    assert str(tmp_path / "field-repo") in (suite / "asv.field-pins.resolved.conf.json").read_text()
+    assert not (suite / "results" / "venvbox").exists()
     for branch in ("main", "mba-dev"):
-        (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results"), "venvbox", shas[branch][:8])
+        (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results-field-pins"), "venvbox",
+                                                              shas[branch][:8])
         assert res.env_name.startswith("virtualenv-py")
         key = "collector.CollectorActive.entry_time_per_million_steps"
         samples = res.get_result_samples(key, res.get_result_params(key))
