@@ -3,6 +3,7 @@ cases): at each stage, each way a run ends early. After every fault: no process 
 within a few seconds, the lock free, every completed run intact and readable, the user told in
 one line what happened, and the next command (``mbaphases run --resume``) going on with the
 same batch to the report an uninterrupted run gives. docs/faults.md is this matrix as a table."""
+import contextlib
 import json
 import os
 import signal
@@ -120,6 +121,32 @@ def stop_an_entry(suite: Path) -> int | None:
     return None
 
 
+def hold_the_runs(suite: Path) -> bool:
+    """Every running run held: the benchmark processes first (in a duet they continue their entry
+    when the partner reaches a case), then the entries; True once all are seen stopped."""
+    def stopped(pid: int) -> bool:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+    benchmarks = [pid for pid in processes_of(suite / "raw-runs")
+                  if b"setup_cache" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    held = benchmarks + entry_pids(suite)
+    if not benchmarks or not entry_pids(suite):
+        return False
+    try:
+        for pid in held:
+            os.kill(pid, signal.SIGSTOP)
+        for _ in range(50):  # the stop is delivered asynchronously
+            if all(stopped(pid) for pid in held):
+                return True
+            time.sleep(0.02)
+    except (ProcessLookupError, FileNotFoundError):
+        pass  # one ended first
+    for pid in held:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    return False
+
+
 def kill_an_entry(suite: Path) -> bool:
     pid = stop_an_entry(suite)
     if pid is not None:
@@ -141,9 +168,9 @@ def test_a_run_ended_early_leaves_nothing_running_and_resumes(suite, fault, stag
     until(reached(suite, machine, stage), stage)
     assert processes_of(suite / "raw-runs"), "the run's processes were not found while it ran"
     if stage in ("measured run", "duet round"):
-        # held, so that it cannot finish before the fault: the run in progress ends with the batch
-        # (the fault's own end continues it to take its TERM), never after it
-        until(lambda: stop_an_entry(suite) is not None, "an entry to hold")
+        # held, so that no run can finish before the fault: the runs in progress end with the batch
+        # (the fault's own end continues them to take its TERM), never after it
+        until(lambda: hold_the_runs(suite), "the runs to hold")
     runs_then = sorted((suite / "raw-runs" / machine).glob("*/run*.meta.json"))
     if fault == "SIGINT":
         os.killpg(proc.pid, signal.SIGINT)
