@@ -2,7 +2,6 @@
 (the machine name carries the host's hardware and the profile), as seconds per case-run."""
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
@@ -15,11 +14,8 @@ def seconds_per_case_run(batches_dir: Path, profile_functions: bool) -> list[flo
     """Wall seconds per (run x case) of the newest earlier batches that ran the same way (with or
     without profiled runs), newest last. A batch that recorded no run tells nothing."""
     rates = []
-    for path in sorted(Path(batches_dir).glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # a record this reader cannot parse is no evidence of speed
+    machine_dir = Path(batches_dir).parent
+    for record in load.batch_records(machine_dir.parent, machine_dir.name):
         cases = len(record.get("cases") or [])
         runs = record.get("recorded_runs") or 0
         if not cases or not runs or not record.get("wall_seconds"):
@@ -29,7 +25,7 @@ def seconds_per_case_run(batches_dir: Path, profile_functions: bool) -> list[flo
         # the environment's build happens once; a batch that made it ran its runs in the rest
         setup = record.get("setup_seconds")
         if setup is None:
-            setup = _setup_from_runs(Path(batches_dir).parent, record)
+            setup = _setup_from_runs(machine_dir, record)
         rates.append((record["wall_seconds"] - setup) / (runs * cases))
     return rates[-RECENT:]
 

@@ -528,6 +528,19 @@ def _raw_json_rows(raw_json: Path, run: str, side: Side, alignment: dict) -> lis
     return [{"run": run, "case": c, "metric": m, "value": x} for c, v in values.items() for m, x in v.items()]
 
 
+def batch_records(raw_dir: Path, machine: str = "*") -> list[dict]:
+    """The batch records of ``machine`` (or of every machine) under ``raw_dir``, oldest first by
+    start; one that cannot be read names no pins, config or speed and is left out."""
+    found = []
+    for path in Path(raw_dir).glob(f"{machine}/batches/*.json"):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        found.append((record.get("started", 0), path.name, record))
+    return [record for *_, record in sorted(found, key=lambda x: x[:2])]
+
+
 def run_meta(raw_dir: Path, machine: str, since: float, out=None) -> list[dict]:
     """The machine's run metas since ``since``; one that cannot be read (a crash of an older
     writer, a full disk) is named on ``out`` and left out, never the end of the batch."""

@@ -9,10 +9,10 @@ and only what is missing runs.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
+from mbaphases import load
 from mbaphases.errors import UsageError
 
 
@@ -22,17 +22,10 @@ def unfinished(record: dict) -> bool:
 
 
 def newest_record(machine_dir: Path, pins_path: str) -> dict | None:
-    """The newest batch record of ``machine_dir`` that ran ``pins_path`` (unreadable ones skipped:
-    they name no pins)."""
-    found = []
-    for path in (machine_dir / "batches").glob("*.json"):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if record.get("pins") == str(Path(pins_path).resolve()):
-            found.append((record.get("started", 0), path.name, record))
-    return max(found, key=lambda x: x[:2])[2] if found else None
+    """The newest batch record of ``machine_dir`` that ran ``pins_path``."""
+    ran = [r for r in load.batch_records(machine_dir.parent, machine_dir.name)
+           if r.get("pins") == str(Path(pins_path).resolve())]
+    return ran[-1] if ran else None
 
 
 def check_sides(record: dict, sides: list[dict]) -> None:

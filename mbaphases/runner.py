@@ -604,16 +604,9 @@ def recorded_batch(pins_path: Path) -> dict | None:
     """The newest batch record that ran ``pins_path`` (batch records of every machine, under the
     working directory's raw-runs/ and the pins' folder's) whose asv config still exists."""
     pins_path = Path(pins_path).resolve()
-    found = []
-    for root in {Path.cwd().resolve(), pins_path.parent}:
-        for path in (root / "raw-runs").glob("*/batches/*.json"):
-            try:
-                record = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue  # an unreadable record names no config
-            if record.get("pins") == str(pins_path) and record.get("config") and Path(record["config"]).is_file():
-                found.append((record.get("started", 0), path.name, record))
-    return max(found, key=lambda x: x[:2])[2] if found else None
+    found = [r for root in {Path.cwd().resolve(), pins_path.parent} for r in load.batch_records(root / "raw-runs")
+             if r.get("pins") == str(pins_path) and r.get("config") and Path(r["config"]).is_file()]
+    return max(found, key=lambda r: (r.get("started", 0), r.get("batch", ""))) if found else None
 
 
 def recorded_config(pins_path: Path) -> Path | None:

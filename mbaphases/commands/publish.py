@@ -3,13 +3,12 @@ other target's results (each pins file has its own results folder) into html/tar
 from the index."""
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from mbaphases import inputs, page, runner
+from mbaphases import inputs, load, page, runner
 from mbaphases.errors import UsageError
 
 
@@ -41,11 +40,11 @@ def other_targets(conf: Path, html: Path) -> list[tuple[str, Path, Path]]:
     suite_dir = conf.resolve().parent
     own = suite_dir / inputs.load_asv_conf(conf).get("results_dir", "results")
     found = {}
-    for record_path in sorted((suite_dir / "raw-runs").glob("*/batches/*.json")):
+    for record in load.batch_records(suite_dir / "raw-runs"):
         try:
-            other = Path(json.loads(record_path.read_text())["config"])
+            other = Path(record["config"])
             doc = inputs.load_asv_conf(other)
-        except (OSError, ValueError, KeyError, UsageError):
+        except (KeyError, UsageError):
             continue  # a record without a readable config names no target to publish
         results = other.parent / doc.get("results_dir", "results")
         other_html = other.parent / doc.get("html_dir", "html")

@@ -31,12 +31,12 @@ def target_conf(config: Path, pins: dict, field_repo: str | None, field_package:
         field = pins.get("field", {})
         folder = results_folder(pins, "field")
         made = runner.field_conf(template, field_repo, field_package or field.get("package"),
-                                 conf.parent / f"asv.{folder.removeprefix('results-')}.resolved.conf.json", field)
+                                 resolved_conf(conf.parent, folder), field)
         return own_results(made, folder, made)
     folder = results_folder(pins, "demo")
     if folder is None:
         return conf
-    return own_results(conf, folder, conf.parent / f"asv.{folder.removeprefix('results-')}.resolved.conf.json")
+    return own_results(conf, folder, resolved_conf(conf.parent, folder))
 
 
 def results_folder(pins: dict, kind: str) -> str | None:
@@ -48,6 +48,11 @@ def results_folder(pins: dict, kind: str) -> str | None:
     if kind == "field":
         return "results-field" + ("" if name == "field" else f"-{name}")
     return None if name == "pins" else f"results-{name}"
+
+
+def resolved_conf(suite_dir: Path, folder: str) -> Path:
+    """Where the config of the runs stored in results folder ``folder`` is written."""
+    return suite_dir / f"asv.{folder.removeprefix('results-')}.resolved.conf.json"
 
 
 def own_results(conf: Path, folder: str, out: Path) -> Path:
