@@ -68,7 +68,7 @@ def summary(rep: Report) -> dict:
                                                              "share_upper": a.get(f"{k}_share_upper")})}
                             for k in ("active", *tables.ATTRIBUTION)},
             "dispersion": {s: {k: d.loc[s].get(k) for k in ("n", "range_pct", "cv", "within_run", "wide", "drift",
-                                                            "batches", "first_last", "transient", "flagged_runs")}
+                                                            "batches", "first_last", "transient", "flagged_runs", "modes")}
                            for s in d.index},
             "gate": g.gate,
             "gate_detail": {k: g.get(k) for k in ("threshold", "confidence", "lower", "upper", "estimate", "k",

@@ -238,13 +238,31 @@ def dispersion_table(b: Side, c: Side, cases: list[str], limit: float = 0.05) ->
             within = within[~np.isnan(within)]
             runs = sorted(set(side.values.run[side.values.case == case]))
             flagged = "; ".join(f"{r}: {', '.join(side.run_flags[r])}" for r in runs if side.run_flags.get(r))
+            modes = two_modes_text(side, case)
             rows.append({"case": case, "side": name, "n": int(len(x)), "median": med, "range_pct": rng,
                          "cv": cv, "within_run": float(np.median(within)) if len(within) else None,
                          "wide": rules.is_wide(rng, limit), "drift": drift,
                          "batches": batches, "first_last": first_last,
                          "transient": rules.is_transient(first_last),
-                         "flagged_runs": flagged})
+                         "flagged_runs": flagged, "modes": modes})
     return pd.DataFrame(rows)
+
+
+def two_modes_text(side: Side, case: str) -> str:
+    """The figures of one side and case whose runs fall into two modes (mbaphases.stats.rules.two_modes),
+    each mode's median and its runs: which runs ran in which state, instead of one wide interval."""
+    parts = []
+    for metric in ("throughput", *PHASES):
+        values = per_run_map(side, metric, case)
+        split = rules.two_modes(values)
+        if split is None:
+            continue
+        unit = "" if metric in ("throughput", "resets_per_step") else " ms"
+        fmt = "{:,.0f}" if metric == "throughput" else "{:.3g}"
+        groups = " and ".join(f"{fmt.format(float(np.median([values[r] for r in runs])))}{unit} (runs {', '.join(map(str, runs))})"
+                              for runs in split)
+        parts.append(f"{metric.removesuffix('_ms')}: {groups}")
+    return "; ".join(parts)
 
 
 def batch_drift(side: Side, case: str) -> tuple[bool, str]:

@@ -48,7 +48,10 @@ DEFINITIONS = {
                   "and whose medians differ by more than the larger within-batch range. TRANSIENT: the median "
                   "per-step active time of the measured window's first third differs by more than 5% from its "
                   "last third's (median over runs; not in steady state: warmup too short, or the episodes had not "
-                  "yet reached their resets). Flagged runs: BUSY (other "
+                  "yet reached their resets). MODES: the runs of a figure (throughput or a phase) fall into two groups "
+                  "whose gap is at least 3 times either group's standard deviation and at least 10% (two states of "
+                  "the program or the host, such as a phase 4-8 ms a step in some runs and 16-23 in others); the "
+                  "column names each mode's median and its runs. Flagged runs: BUSY (other "
                   "processes used > 25% of the CPUs during the run) or STEAL (the hypervisor took > 5%).",
     "interval": "Distribution-free confidence interval of the throughput ratio (Hodges-Lehmann, by inverting "
                 "the Mann-Whitney test): sort the m x n ratios c_j / b_i; the k-th smallest to the k-th largest "
@@ -192,10 +195,11 @@ def _attribution_view(rep: Report) -> pd.DataFrame:
 def _dispersion_view(rep: Report) -> pd.DataFrame:
     d = rep.dispersion
     flags = []
-    for w, dr, tr in zip(d.get("wide", [False] * len(d)), d.get("drift", [False] * len(d)),
-                         d.get("transient", [False] * len(d))):
-        flags.append(" ".join(f for f, on in (("WIDE", w is True), ("DRIFT", dr is True), ("TRANSIENT", tr is True))
-                              if on))
+    modes = [x if isinstance(x, str) else "" for x in d.get("modes", [""] * len(d))]
+    for w, dr, tr, mo in zip(d.get("wide", [False] * len(d)), d.get("drift", [False] * len(d)),
+                             d.get("transient", [False] * len(d)), modes):
+        flags.append(" ".join(f for f, on in (("WIDE", w is True), ("DRIFT", dr is True), ("TRANSIENT", tr is True),
+                                              ("MODES", bool(mo))) if on))
     di = pd.DataFrame({
         "case": d.case, "side": d.side, "n": d.n,
         "median": [_num(x) for x in d.get("median", [None] * len(d))],
@@ -205,6 +209,7 @@ def _dispersion_view(rep: Report) -> pd.DataFrame:
         "flag": flags,
         "first/last third": [_num(x, "{:.3f}") for x in d.get("first_last", [None] * len(d))],
         "flagged runs": [x if isinstance(x, str) else "" for x in d.get("flagged_runs", [""] * len(d))],
+        "two modes": modes,
         "batches": [x if isinstance(x, str) else "" for x in d.get("batches", [""] * len(d))],
     })
     return di

@@ -1,6 +1,6 @@
 """The rules that decide from the figures: the defaults every decision starts from, the error
 split over repeated looks, the rank test beside the gate's interval, the three-answer
-equivalence test of additivity, and the dispersion rules (WIDE, DRIFT, TRANSIENT)."""
+equivalence test of additivity, and the dispersion rules (WIDE, DRIFT, TRANSIENT, MODES)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,6 +15,11 @@ RANK_TEST_MIN_RUNS = 5  # below, a rank test cannot reach the usual levels: no p
 # the measured window's first third may differ this much from its last before it is not steady
 # (slower: warmup too short; faster: the episodes had not yet reached their resets)
 STEADY_LIMIT = 0.05
+# two modes: each holds at least this many runs, and the gap between them is this many times
+# wider than either mode's own spread and at least MODES_MIN_GAP (log scale, about 10%)
+MODES_MIN_RUNS = 2
+MODES_SEPARATION = 3.0
+MODES_MIN_GAP = 0.1
 
 
 def split_confidence(confidence: float, looks: int) -> float:
@@ -76,3 +81,24 @@ def drifts(groups: dict[str, list[float]]) -> bool:
                 return True
     return False
 
+
+
+def two_modes(values: dict[str, float]) -> tuple[list[str], list[str]] | None:
+    """MODES: the runs (name -> per-run value) fall into two groups far apart for their own spread
+    (a run in one state or the other, such as a phase taking 4-8 ms a step in some runs and 16-23 in
+    others), or None. The split is at the widest gap of the sorted log values; it counts when each
+    side holds at least MODES_MIN_RUNS runs and the gap is at least MODES_SEPARATION times either
+    group's standard deviation and at least MODES_MIN_GAP. Returns (runs of the slower-valued mode,
+    runs of the higher-valued one)."""
+    named = sorted(((float(np.log(v)), k) for k, v in values.items() if v > 0 and np.isfinite(v)))
+    if len(named) < 2 * MODES_MIN_RUNS:
+        return None
+    logs = np.array([v for v, _ in named])
+    gaps = np.diff(logs)
+    inner = gaps[MODES_MIN_RUNS - 1: len(gaps) - MODES_MIN_RUNS + 1]
+    cut = MODES_MIN_RUNS + int(np.argmax(inner))
+    gap = float(logs[cut] - logs[cut - 1])
+    low, high = logs[:cut], logs[cut:]
+    if gap < MODES_MIN_GAP or gap < MODES_SEPARATION * max(low.std(ddof=1), high.std(ddof=1)):
+        return None
+    return [k for _, k in named[:cut]], [k for _, k in named[cut:]]

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from mbaphases import analysis, gate, ledger, load, tables, views
-from mbaphases.stats import intervals
+from mbaphases.stats import intervals, rules
 
 CASE_A, CASE_B = "sac/g1_walk_flat/mujoco", "sac/g1_walk_flat/motrix"
 
@@ -328,3 +328,32 @@ def test_each_gate_row_says_whether_its_verdict_holds_without_the_flagged_runs(t
     # a side without flagged runs: the column stays empty
     c.run_flags = {}
     assert analysis.build(b, c, 0.9, 3).gate.without_flagged.isna().all()
+
+
+def test_runs_in_two_states_are_named_as_two_modes_with_their_runs(tmp_path):
+    """reset_done 4-8 ms a step in some runs and 16-23 in others (as a release's motion tracking
+    ran): MODES, each mode's median and which runs fall in it; one spread of runs is not modes."""
+    two_states = [5.0, 19.0, 7.5, 16.0, 6.0, 23.0]
+    b = phase_side(tmp_path, "b", [{**BASE, "reset_done": r, "env_step": 8.5 + r} for r in two_states])
+    c = phase_side(tmp_path, "c", [{**BASE, "reset_done": 0.5 + 0.1 * k} for k in range(6)])
+    d = tables.dispersion_table(b, c, [CASE_A]).set_index("side")
+    runs = sorted(b.values.run.unique(), key=lambda r: tables.per_run_map(b, "reset_done_ms", CASE_A)[r])
+    low, high = runs[:3], runs[3:]
+    text = d.loc["baseline", "modes"]
+    assert text.startswith("throughput:") and "reset_done: 6 ms (runs " in text and "and 19 ms (runs " in text
+    reset = text.split("reset_done: ")[1]
+    assert all(r in reset.split(" and ")[0] for r in low) and all(r in reset.split(" and ")[1] for r in high)
+    assert d.loc["candidate", "modes"] == ""
+    view = views.view_tables(analysis.build(b, c, min_runs=3))["dispersion"].set_index("side")
+    assert "MODES" in view.loc["baseline", "flag"] and "MODES" not in view.loc["candidate", "flag"]
+
+
+@pytest.mark.parametrize("values, split", [
+    ([1.0, 1.01, 1.05, 1.06], None),                  # two pairs, but 5% apart: noise, not modes
+    ([1.0, 1.1, 1.2, 1.3, 1.4, 1.5], None),           # one even spread
+    ([10, 10.5, 11, 20, 21], ([0, 1, 2], [3, 4])),
+    ([10, 20, 21, 22], None),                         # one run apart is an outlier, not a mode
+])
+def test_the_two_modes_rule(values, split):
+    got = rules.two_modes({str(i): v for i, v in enumerate(values)})
+    assert got == (None if split is None else tuple([str(i) for i in s] for s in split))
