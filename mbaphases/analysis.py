@@ -83,7 +83,9 @@ def package_differences(b: Side, c: Side) -> str | None:
 def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int = 3, exceptions=None,
           dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv",
           cross_machine: bool = False, confidence: float = DEFAULT_CONFIDENCE,
-          notes: list[str] | None = None, min_share: float = tables.MIN_SHARE) -> Report:
+          notes: list[str] | None = None, min_share: float = tables.MIN_SHARE, block_fits=None) -> Report:
+    """``block_fits``: per case, the intra-block fit of every side's duet runs
+    (mbaphases.comparable.block_fits), through which round-robin sides are gated."""
     # only the batches both sides ran in are compared (mbaphases.comparable)
     b, c, batch_notes = comparable.pair(b, c)
     notes = list(notes or []) + batch_notes
@@ -95,7 +97,8 @@ def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int 
     disp = tables.dispersion_table(b, c, cases, dispersion_limit)
     hw = hardware_differences(b, c)
     gate_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {},
-                                  hardware_diff=None if cross_machine else hw, confidence=confidence)
+                                  hardware_diff=None if cross_machine else hw, confidence=confidence,
+                                  block_fits=block_fits)
     robustness(gate_rows, b, c, cases, threshold, min_runs, exceptions or {},
                None if cross_machine else hw, confidence)
     att, family = tables.attribution_table(b, c, cases, confidence, min_share)
@@ -192,9 +195,10 @@ def build_per_hardware(baseline: Side, candidates: list[Side], s: Settings) -> l
     (unit, its reports, its overview or None)."""
     built = []
     for unit in comparable.by_hardware(baseline, candidates, s.min_runs):
+        fits = comparable.block_fits([unit.baseline, *unit.candidates])
         reps = [build(unit.baseline, c, s.threshold, s.min_runs, s.exceptions, s.dispersion_limit, s.pinned_cases,
                       s.input_kind, cross_machine=s.cross_machine, confidence=s.confidence,
-                      notes=s.notes + unit.notes, min_share=s.min_share) for c in unit.candidates]
+                      notes=s.notes + unit.notes, min_share=s.min_share, block_fits=fits) for c in unit.candidates]
         overview = None
         if len(reps) > 1:
             overview = build_overview(reps, s.reference, s.combines, s.history, unit.candidates, s.margin_share,

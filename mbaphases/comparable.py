@@ -10,6 +10,9 @@
   (the gate combines them as strata, mbaphases.stats), so drift between
   batches neither widens nor biases the comparison; a batch in which only one
   side ran is left out, and the report says so.
+* Duet pairs: two sides that ran at least MIN_PAIRS pairs together are compared
+  pair by pair; sides that met in fewer (a round-robin) are compared through
+  every pair of every side, each pair's time slot a block (block_fits).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 from mbaphases import hardware
 from mbaphases.side import Side
+from mbaphases.stats import blocks as blocks_mod
 
 
 def _hw(side: Side, run: str) -> dict:
@@ -184,3 +188,26 @@ def blocks(b: Side, c: Side, values_b: dict[str, float], values_c: dict[str, flo
     """Per stratum (duet pair, else batch both ran in): (baseline values, candidate values), from
     run -> value maps; ``paired=False``: per batch only, the unpaired view of the same runs."""
     return block_values(block_runs(b, c, values_b, values_c, paired), values_b, values_c)
+
+
+def direct_pairs(b: Side, c: Side) -> list[str]:
+    """The duet pairs in which these two sides ran against each other."""
+    return sorted(set(b.pairs.values()) & set(c.pairs.values()))
+
+
+def all_paired(side: Side) -> bool:
+    """Every run of the side ran in a duet pair."""
+    runs = side.runs()
+    return bool(runs) and all(r in side.pairs for r in runs)
+
+
+def block_fits(sides: list[Side], metric: str = "throughput") -> dict[str, blocks_mod.Fit]:
+    """Per case, the intra-block fit (mbaphases.stats.blocks) of every duet run of these sides,
+    each side known by its revision; cases without enough pairs have none."""
+    rows: dict[str, list[tuple[str, str, float]]] = {}
+    for side in sides:
+        v = side.values[(side.values.metric == metric) & side.values.run.isin(list(side.pairs))]
+        for run, case, value in zip(v.run, v.case, v.value):
+            rows.setdefault(case, []).append((side.revision, side.pairs[run], float(value)))
+    fits = {case: blocks_mod.fit(r) for case, r in rows.items()}
+    return {case: f for case, f in fits.items() if f is not None}

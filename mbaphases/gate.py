@@ -5,7 +5,11 @@ interval of the ratio candidate / baseline at the stated confidence (default
 90%; see mbaphases.stats.intervals):
 Runs are compared only on one hardware and, where batches are recorded, inside
 the batches both sides ran in, combined as strata (van Elteren's stratified
-rank statistic and its Hodges-Lehmann interval; mbaphases.comparable).
+rank statistic and its Hodges-Lehmann interval; mbaphases.comparable). Duet runs
+of sides that met in fewer than MIN_PAIRS pairs (a round-robin) are compared
+through every pair of the batch, each pair's slot a block (the intra-block
+least-squares fit, a t interval; mbaphases.stats.blocks), with the unpaired
+rank interval of the same runs beside it.
 * PASS: the interval's lower end clears the threshold;
 * FAIL: its upper end is below the threshold;
 * INCONCLUSIVE: the threshold lies inside it (or the runs are too few for any
@@ -30,6 +34,7 @@ from pathlib import Path
 from mbaphases import comparable, inputs
 from mbaphases.errors import UsageError
 from mbaphases.side import Side
+from mbaphases.stats import blocks as blocks_mod
 from mbaphases.stats import intervals, rules
 from mbaphases.tables import missing, per_run, per_run_map
 
@@ -87,9 +92,11 @@ def misaligned(b: Side, c: Side, case: str) -> list[str]:
 
 def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int,
              exceptions: dict[str, Exception_], hardware_diff: list[str] | None = None,
-             confidence: float = rules.DEFAULT_CONFIDENCE) -> list[dict]:
+             confidence: float = rules.DEFAULT_CONFIDENCE,
+             block_fits: dict[str, blocks_mod.Fit] | None = None) -> list[dict]:
     """``hardware_diff``: hardware the sides differ in and that was not declared intended;
-    absolute throughputs from different machines are not comparable."""
+    absolute throughputs from different machines are not comparable. ``block_fits``: per case,
+    the intra-block fit of every side's duet runs (mbaphases.comparable.block_fits)."""
     rows = []
     for case in cases:
         xb, xc = per_run(b, "throughput", case), per_run(c, "throughput", case)
@@ -111,10 +118,25 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
         strata = comparable.block_runs(b, c, run_b, run_c)
         blocks = comparable.block_values(strata, run_b, run_c)
         iv = intervals.ratio_interval(xb, xc, confidence, blocks)
-        row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, k=iv.k, coverage=iv.coverage,
-                   smallest_detectable_change=iv.half_width, strata=iv.strata, method=iv.method,
-                   strata_text=comparable.strata_text(b, c, strata))
-        if len(blocks) > 1:
+        through_pairs = _through_pairs(b, c, (block_fits or {}).get(case), confidence)
+        if through_pairs is not None:
+            ct, solo = through_pairs, iv
+            iv = intervals.RatioInterval(ct.lower, ct.upper, ct.estimate, None, confidence, len(xb), len(xc),
+                                         ct.pairs, f"intra-block t ({ct.df} df)")
+            row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, coverage=confidence,
+                       smallest_detectable_change=iv.half_width, strata=ct.pairs, method=iv.method,
+                       strata_text=f"{ct.pairs} duet pairs as blocks",
+                       unpaired={"lower": solo.lower, "upper": solo.upper, "estimate": solo.estimate},
+                       note=(f"compared through the batch's {ct.pairs} duet pairs of every side, each pair's slot a "
+                             f"block (intra-block least squares, t on {ct.df} df; a run's spread beyond its slot "
+                             f"{ct.residual_sd:.1%}); unpaired view " + (f"[{solo.lower:.3f}, {solo.upper:.3f}]"
+                                                                          if not missing(solo.lower) else
+                                                                          "no interval")))
+        else:
+            row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, k=iv.k, coverage=iv.coverage,
+                       smallest_detectable_change=iv.half_width, strata=iv.strata, method=iv.method,
+                       strata_text=comparable.strata_text(b, c, strata))
+        if through_pairs is None and len(blocks) > 1:
             row["note"] = (f"paired over {row['strata_text']} (Wilcoxon signed-rank of the per-pair ratios, exact)"
                            if iv.method.startswith("signed-rank")
                            else f"stratified over {row['strata_text']} (van Elteren, {iv.method})")
@@ -127,7 +149,7 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
                                 if not missing(solo.lower) else "; unpaired view: no interval")
             row["p_value"] = (intervals.stratified_p_less(blocks, threshold)
                               if min(len(xb), len(xc)) >= rules.RANK_TEST_MIN_RUNS else None)
-        else:
+        elif through_pairs is None:
             row["p_value"] = rules.rank_test_p(xb, xc, threshold)
         diff = misaligned(b, c, case)
         if diff or hardware_diff:
@@ -157,6 +179,16 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
         row["gate"] = status
         rows.append(row)
     return rows
+
+
+def _through_pairs(b: Side, c: Side, fit: blocks_mod.Fit | None, confidence: float) -> blocks_mod.Contrast | None:
+    """The intra-block contrast, for two sides whose every run ran in a duet pair but that met in
+    fewer than MIN_PAIRS of them (with as many, their own pairs decide, distribution-free)."""
+    if fit is None or not (comparable.all_paired(b) and comparable.all_paired(c)):
+        return None
+    if len(comparable.direct_pairs(b, c)) >= comparable.MIN_PAIRS:
+        return None
+    return blocks_mod.contrast(fit, b.revision, c.revision, confidence)
 
 
 def verdict(rows: list[dict]) -> str:

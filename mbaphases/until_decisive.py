@@ -97,14 +97,16 @@ def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, unti
     results_dir = conf_path.parent / conf.get("results_dir", "results")
     repo = conf_path.parent / conf["repo"]
     base = load.load_asv_side(sides[0]["label"], sides[0]["sha"], results_dir, machine, repo)
+    candidates = [load.load_asv_side(x["label"], x["sha"], results_dir, machine, repo) for x in sides[1:]]
     open_cases = []
-    for cand in sides[1:]:
-        side = load.load_asv_side(cand["label"], cand["sha"], results_dir, machine, repo)
+    for cand, side in zip(sides[1:], candidates):
         rows = []
-        for unit in comparable.by_hardware(base, [side], 1):
+        for unit in comparable.by_hardware(base, [side, *[x for x in candidates if x is not side]], 1):
+            # round-robin duet sides are compared through every side's pairs, as the report does
+            fits = comparable.block_fits([unit.baseline, *unit.candidates])
             paired_base, paired, _ = comparable.pair(unit.baseline, unit.candidates[0])
             rows += gate_mod.evaluate(paired_base, paired, pins["cases"], until["threshold"], 1, {},
-                                      confidence=until["confidence"])
+                                      confidence=until["confidence"], block_fits=fits)
         for row in rows:
             if row["gate"] == "INCONCLUSIVE" and (cand["label"], row["case"]) not in open_cases:
                 lo, hi = row["lower"], row["upper"]

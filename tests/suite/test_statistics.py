@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mbaphases import analysis, cli, comparable, find, ledger, load, tables
-from mbaphases.stats import components, intervals, rules
+from mbaphases import analysis, cli, comparable, find, ledger, load, runner, tables
+from mbaphases.stats import blocks, components, intervals, rules
 
 CASE = "sac/g1_walk_flat/mujoco"
 
@@ -503,3 +503,57 @@ def test_the_within_run_spread_is_the_log_sd_of_ten_step_windows():
     short = {"phase_ms_per_vector_step": {k: {"samples_ms": v["samples_ms"][:15]}
                                           for k, v in result["phase_ms_per_vector_step"].items()}}
     assert load.window_spread(short) is None
+
+
+def round_robin(sides: list[str], rounds: int) -> list[list[tuple[str, str]]]:
+    """The duet schedule the runner uses for ``pairing = "round-robin"``, as label pairs a round."""
+    docs = [{"label": s, "sha": s, "role": "baseline" if k == 0 else "candidate"} for k, s in enumerate(sides)]
+    return [[(x["label"], y["label"]) for x, y in runner.duet_pairs(docs, None, "round-robin", k)] for k in range(rounds)]
+
+
+def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path):
+    """Four sides in round-robin duets, each pair's slot slowed or sped by the host (x0.7 to x1.3, both
+    runs alike); two sides meet in only two of six rounds. Through every pair as blocks the gate
+    sees each candidate's own speed; the unpaired view of the same runs cannot tell."""
+    truth = {"base": 1000.0, "c95": 950.0, "c85": 850.0, "c100": 1000.0}
+    rng = np.random.default_rng(7)
+    values: dict[str, list[tuple[float, str]]] = {s: [] for s in truth}
+    for r, pairs in enumerate(round_robin(list(truth), 6)):
+        for p, (x, y) in enumerate(pairs):
+            slot = rng.uniform(0.7, 1.3)
+            for s in (x, y):
+                values[s].append((truth[s] * slot * math.exp(rng.normal(0, 0.01)), f"B/r{r + 1}p{p + 1}"))
+    sides = {s: load.load_raw_side(s, duet_runs(tmp_path, s, [v for v, _ in vs], [p for _, p in vs]))
+             for s, vs in values.items()}
+    assert len(comparable.direct_pairs(sides["base"], sides["c95"])) < comparable.MIN_PAIRS
+    fits = comparable.block_fits(list(sides.values()))
+    for name, want in (("c95", "PASS"), ("c85", "FAIL"), ("c100", "PASS")):
+        g = analysis.build(sides["base"], sides[name], 0.90, 3, block_fits=fits).gate.iloc[0]
+        ratio = truth[name] / truth["base"]
+        assert g.gate == want and abs(g.estimate / ratio - 1) < 0.02 and g.method.startswith("intra-block"), (name, g.to_dict())
+        assert "duet pairs of every side" in g.note and "unpaired view" in g.note
+        assert math.log(g.unpaired["upper"] / g.unpaired["lower"]) > 3 * math.log(g.upper / g.lower)
+    # without the fits (or for sides whose runs did not all run in pairs) the rank intervals decide
+    g = analysis.build(sides["base"], sides["c95"], 0.90, 3).gate.iloc[0]
+    assert not g.method.startswith("intra-block")
+
+
+def test_the_intra_block_interval_covers_as_stated_in_round_robin_aa_batches():
+    """A/A: six sides of the same speed, five round-robin rounds, each slot's speed drawn anew; the
+    90% interval of a candidate against the baseline excludes 1 in about one batch of ten, and
+    below (a false slower) in about one of twenty."""
+    sides = [f"s{k}" for k in range(6)]
+    schedule = round_robin(sides, 5)
+    rng = np.random.default_rng(11)
+    outside = below = 0
+    trials = 300
+    for _ in range(trials):
+        rows = []
+        for r, pairs in enumerate(schedule):
+            for p, (x, y) in enumerate(pairs):
+                slot = rng.normal(0, 0.2)
+                rows += [(s, f"r{r}p{p}", 5000 * math.exp(slot + rng.normal(0, 0.03))) for s in (x, y)]
+        c = blocks.contrast(blocks.fit(rows), "s0", "s3", 0.90)
+        outside += not (c.lower <= 1 <= c.upper)
+        below += c.upper < 1
+    assert 0.06 <= outside / trials <= 0.14 and below / trials <= 0.08, (outside, below)
