@@ -326,6 +326,8 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
                 side.batches[p] = doc["batch"]
             if (doc.get("duet") or {}).get("pair"):
                 side.pairs[p] = doc["duet"]["pair"]
+                if doc["duet"].get("cpu") is not None:
+                    side.cpus[p] = int(doc["duet"]["cpu"])
     # runs on other hardware are kept apart per run, never pooled (mbaphases.comparable)
     side.run_hardware = {p: _entry_hardware(d) for p, _, d in docs}
     side.hardware = side.run_hardware[paths[0]]
@@ -422,7 +424,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     side.alignment = runs.alignment
     if runs.names:
         side.values = pd.DataFrame(runs.rows, columns=["run", "case", "metric", "value"])
-        side.batches, side.pairs, side.run_hardware = runs.batches, runs.pairs, runs.hardware
+        side.batches, side.pairs, side.cpus, side.run_hardware = runs.batches, runs.pairs, runs.cpus, runs.hardware
         side.run_flags = {run: f for run, f in runs.flags.items() if f}
         side.notes += _mirror_notes(side.values, pd.DataFrame(asv_rows, columns=side.values.columns))
     else:
@@ -482,6 +484,7 @@ class _RawRuns:
     flags: dict = field(default_factory=dict)
     batches: dict = field(default_factory=dict)
     pairs: dict = field(default_factory=dict)
+    cpus: dict = field(default_factory=dict)
 
 
 def _raw_runs(raw: Path, side: Side) -> _RawRuns:
@@ -499,6 +502,8 @@ def _raw_runs(raw: Path, side: Side) -> _RawRuns:
             out.batches[run] = meta["batch"]
         if (meta.get("duet") or {}).get("pair"):
             out.pairs[run] = meta["duet"]["pair"]
+            if meta["duet"].get("cpu") is not None:
+                out.cpus[run] = int(meta["duet"]["cpu"])
         out.fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
         env = side.environment or {}

@@ -6,11 +6,13 @@ time slot, though, and a slowdown of the host during it hits both of its runs (m
 shared 2-core VM: 25-30% for about half a minute, on both CPUs at once; docs/noise.md). The
 least-squares fit, per case, of
 
-    log(value) = side + pair + error
+    log(value) = side + pair + CPU + error
 
 with the pairs as fixed blocks compares any two sides through every pair that connects them, each
 pair's shared slowdown taken out (the classical intra-block analysis of an incomplete block
-design). The interval of a contrast is Student's t on the residual degrees of freedom: a normal
+design). The CPUs swap sides every round, so a CPU's own pace (measured: the side on CPU 1 2-5%
+faster in a run's first cases in two main jobs) is a period effect of a crossover, fitted
+rather than left in the error. The interval of a contrast is Student's t on the residual degrees of freedom: a normal
 model of what is left once the slots' slowdowns are out, where the rank intervals make no such
 assumption; the report shows the unpaired rank interval of the same runs beside it.
 """
@@ -53,18 +55,21 @@ class Contrast:
     residual_sd: float
 
 
-def fit(rows: list[tuple[str, str, float]]) -> Fit | None:
-    """``rows``: (side, pair, value > 0) of one case, every run that ran in a duet pair. A pair with
-    one run left (its partner failed the case) says nothing about the sides and is left out. None
-    when fewer than three sides or MIN_DF residual degrees of freedom remain."""
-    frame = pd.DataFrame(rows, columns=["side", "pair", "value"])
+def fit(rows: list[tuple]) -> Fit | None:
+    """``rows``: (side, pair, value > 0[, CPU]) of one case, every run that ran in a duet pair. A
+    pair with one run left (its partner failed the case) says nothing about the sides and is left
+    out. None when fewer than three sides or MIN_DF residual degrees of freedom remain."""
+    rows = [tuple(r) + (None,) * (4 - len(r)) for r in rows]
+    frame = pd.DataFrame(rows, columns=["side", "pair", "value", "cpu"])
     frame = frame[np.isfinite(frame.value) & (frame.value > 0)]
     frame = frame[frame.groupby("pair").pair.transform("size") == 2].copy()
     sides = sorted(frame.side.unique())
     if len(sides) < 3:
         return None
     frame["y"] = np.log(frame.value)
-    result = smf.ols("y ~ C(side) + C(pair)", data=frame).fit()
+    cpus = frame.cpu.notna().all() and frame.cpu.nunique() > 1
+    frame["cpu"] = frame.cpu.astype(str)
+    result = smf.ols("y ~ C(side) + C(pair)" + (" + C(cpu)" if cpus else ""), data=frame).fit()
     df = int(round(result.df_resid))
     if df < MIN_DF or not result.scale > 0:
         return None
