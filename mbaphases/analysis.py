@@ -161,7 +161,8 @@ def build_overview(reps: list[Report], reference: str, combines: dict[str, list[
     others = [c for c in by_label.values() if c.label != reference]
     cases = reps[0].cases
     confidence = reps[0].confidence
-    led, family = ledger_mod.ledger_table(ref, others, cases, confidence, min_share)
+    fits = ledger_mod.part_fits([reps[0].baseline, *by_label.values()])
+    led, family = ledger_mod.ledger_table(ref, others, cases, confidence, min_share, fits)
     add = ledger_mod.additivity_table(ref, by_label, combines, led, cases, confidence,
                                       ledger_mod.DEFAULT_MARGIN_SHARE if margin_share is None else margin_share,
                                       margin_ms)

@@ -201,6 +201,13 @@ def all_paired(side: Side) -> bool:
     return bool(runs) and all(r in side.pairs for r in runs)
 
 
+def through_pairs(b: Side, c: Side) -> bool:
+    """Whether two sides are compared through every side's pairs (block_fits): every run of both
+    ran in a duet pair, and they met in fewer than MIN_PAIRS of them (with as many, their own pairs
+    decide, distribution-free)."""
+    return all_paired(b) and all_paired(c) and len(direct_pairs(b, c)) < MIN_PAIRS
+
+
 def block_fits(sides: list[Side], metric: str = "throughput") -> dict[str, blocks_mod.Fit]:
     """Per case, the intra-block fit (mbaphases.stats.blocks) of every duet run of these sides,
     each side known by its revision, with the CPU each run had; cases without enough pairs have

@@ -182,11 +182,8 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
 
 
 def _through_pairs(b: Side, c: Side, fit: blocks_mod.Fit | None, confidence: float) -> blocks_mod.Contrast | None:
-    """The intra-block contrast, for two sides whose every run ran in a duet pair but that met in
-    fewer than MIN_PAIRS of them (with as many, their own pairs decide, distribution-free)."""
-    if fit is None or not (comparable.all_paired(b) and comparable.all_paired(c)):
-        return None
-    if len(comparable.direct_pairs(b, c)) >= comparable.MIN_PAIRS:
+    """The intra-block contrast where the two sides are compared through every side's pairs."""
+    if fit is None or not comparable.through_pairs(b, c):
         return None
     return blocks_mod.contrast(fit, b.revision, c.revision, confidence)
 

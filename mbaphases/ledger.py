@@ -24,6 +24,7 @@ import pandas as pd
 
 from mbaphases import comparable, tables
 from mbaphases.side import Side
+from mbaphases.stats import blocks as blocks_mod
 from mbaphases.stats import intervals, rules
 
 PHASES = tables.ATTRIBUTION  # the parts of the active time that add up per run
@@ -34,6 +35,15 @@ DEFAULT_MARGIN_SHARE = 0.10
 # the ledger's columns -> the part of the active time each is the change of
 LEDGER_PARTS = {"delta_sum": "active", "physics": "physics", "update_state": "update_state",
                 "reset_done": "reset_done", "other": "other"}
+# the parts that are one figure of the entry's (positive: a ratio model applies), by its metric;
+# round-robin duet sides are compared on them through every side's pairs (mbaphases.stats.blocks)
+BLOCK_METRICS = {"delta_sum": "active_ms", "physics": "physics_ms", "update_state": "update_state_ms",
+                 "reset_done": "reset_done_ms"}
+
+
+def part_fits(sides: list[Side]) -> dict[str, dict]:
+    """Per ledger column of BLOCK_METRICS: per case, the intra-block fit of every side's duet runs."""
+    return {key: comparable.block_fits(sides, metric) for key, metric in BLOCK_METRICS.items()}
 
 
 def _ledger_parts(side: Side, case: str, other: Side) -> pd.DataFrame | None:
@@ -45,9 +55,13 @@ def _ledger_parts(side: Side, case: str, other: Side) -> pd.DataFrame | None:
 
 
 def ledger_table(reference: Side, candidates: list[Side], cases: list[str], confidence: float = rules.DEFAULT_CONFIDENCE,
-                 min_share: float = tables.MIN_SHARE) -> tuple[pd.DataFrame, intervals.FamilyMarks]:
+                 min_share: float = tables.MIN_SHARE, fits: dict[str, dict] | None = None
+                 ) -> tuple[pd.DataFrame, intervals.FamilyMarks]:
     """Every candidate against the reference, case by case; the whole ledger is one family of
-    changes (mbaphases.tables.mark_family)."""
+    changes (mbaphases.tables.mark_family). ``fits`` (part_fits): round-robin duet sides' changes
+    of the entry's own figures (active time, physics, update_state, reset_done) come from the
+    intra-block fit: their point, interval and p-value (the reference's median changed by the
+    fitted ratio); "other", a remainder of several figures, keeps its rank interval."""
     rows = []
     for cand in candidates:
         ref, cnd, notes = comparable.pair(reference, cand)
@@ -64,8 +78,12 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
             row["other_ms"] = (None if tables.missing(total) else
                                total - sum(row[f"{p}_ms"] or 0 for p in STORY))
             pr, pc = _ledger_parts(ref, case, cnd), _ledger_parts(cnd, case, ref)
+            blocked = _blocked_changes(ref, cnd, case, pr, fits, confidence)
+            for key, change in blocked.items():
+                row.update({f"{key}_{k}": v for k, v in change.items()})
+            row["method"] = "through every side's duet pairs (intra-block t)" if blocked else "rank"
             for key, part in LEDGER_PARTS.items():
-                if pr is None or pc is None or pr[part].isna().all() or pc[part].isna().all():
+                if key in blocked or pr is None or pc is None or pr[part].isna().all() or pc[part].isna().all():
                     continue
                 blocks = tables.part_blocks(ref, cnd, pr, pc, part)
                 iv = intervals.difference_interval(pr[part].dropna(), pc[part].dropna(), confidence, blocks)
@@ -78,6 +96,25 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
     marks = tables.mark_family(table, {k: f"{k}_ms" for k in LEDGER_PARTS}, confidence, min_share,
                                scale="active_ms_reference")
     return table, marks
+
+
+def _blocked_changes(ref: Side, cnd: Side, case: str, parts: pd.DataFrame | None, fits: dict[str, dict] | None,
+                     confidence: float) -> dict[str, dict]:
+    """Per ledger column with an intra-block fit of this case: the change in ms (the reference's
+    median times the fitted ratio less 1), its interval, whether it excludes 0 and its p-value."""
+    if not fits or parts is None or not comparable.through_pairs(ref, cnd):
+        return {}
+    out = {}
+    for key in BLOCK_METRICS:
+        fit = fits.get(key, {}).get(case)
+        part = LEDGER_PARTS[key]
+        ct = None if fit is None else blocks_mod.contrast(fit, ref.revision, cnd.revision, confidence)
+        if ct is None or parts[part].isna().all():
+            continue
+        base = float(parts[part].median())
+        out[key] = {"ms": base * (ct.estimate - 1), "lower_ms": base * (ct.lower - 1),
+                    "upper_ms": base * (ct.upper - 1), "excludes_0": not ct.lower <= 1 <= ct.upper, "p": ct.p}
+    return out
 
 
 def _sum_of_medians(drawn: np.ndarray) -> np.ndarray:

@@ -61,7 +61,13 @@ DEFINITIONS = {
                 "which an interval of this spread, shrinking as 1/sqrt(runs), would clear the threshold. With "
                 "several batches: van Elteren's stratified statistic sum_s U_s / (m_s + n_s + 1) inverted the same "
                 "way (exact where the counts allow, else normal), so a shift between batches shared by both sides "
-                "neither widens nor biases it; one batch is the rule above.",
+                "neither widens nor biases it; one batch is the rule above. Duet runs: two sides with at least 5 "
+                "pairs of their own are compared pair by pair (Wilcoxon signed-rank of the per-pair ratios); two "
+                "sides of a round-robin, which meet in fewer, through every side's pairs: the least-squares fit "
+                "of log throughput = side + pair + CPU per case (each pair's time slot a block, so a slowdown of "
+                "the host during it, shared by both of its runs, cancels; the CPUs swap every round), with "
+                "Student's t interval of the two sides' difference on the residual degrees of freedom (a normal "
+                "model of what is left; the unpaired rank interval of the same runs is shown beside it).",
     "gate": gate_mod.__doc__.strip(),
 }
 
@@ -262,8 +268,11 @@ def decision_block(rep: Report) -> str:
     suggested handling, recorded decisions, and an exceptions snippet to paste."""
     g = rep.gate.to_dict("records")
     d = rep.dispersion
+    how = ("interval of the ratio through every side's duet pairs"
+           if any(str(r.get("method") or "").startswith("intra-block") for r in g)
+           else "distribution-free interval of the ratio")
     lines = [f"Proposed gate: candidate throughput >= {rep.threshold:.2f} x baseline on every case, decided on "
-             f"the {rep.confidence:.0%} distribution-free interval of the ratio (verdict now: **{rep.verdict}**)."]
+             f"the {rep.confidence:.0%} {how} (verdict now: **{rep.verdict}**)."]
     below = [r for r in g if r["gate"] == "FAIL"]
     if below:
         lines.append("Cases below the gate: " + "; ".join(f"`{r['case']}` {interval_text(r)}" for r in below) + ".")

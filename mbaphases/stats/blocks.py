@@ -53,6 +53,7 @@ class Contrast:
     df: int
     pairs: int
     residual_sd: float
+    p: float  # two-sided, of no change
 
 
 def fit(rows: list[tuple]) -> Fit | None:
@@ -107,4 +108,5 @@ def contrast(f: Fit, baseline: str, candidate: str, confidence: float) -> Contra
         test = f.result.t_test(weights)
     effect = float(np.ravel(test.effect)[0])
     lo, hi = (float(x) for x in np.ravel(test.conf_int(alpha=1 - confidence)))
-    return Contrast(math.exp(effect), math.exp(lo), math.exp(hi), f.df, f.pairs, f.residual_sd)
+    return Contrast(math.exp(effect), math.exp(lo), math.exp(hi), f.df, f.pairs, f.residual_sd,
+                    float(np.ravel(test.pvalue)[0]))

@@ -4,6 +4,7 @@ import itertools
 import json
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import entry_docs as E
 import numpy as np
@@ -560,3 +561,34 @@ def test_the_intra_block_interval_covers_as_stated_in_round_robin_aa_batches():
         outside += not (c.lower <= 1 <= c.upper)
         below += c.upper < 1
     assert 0.06 <= outside / trials <= 0.14 and below / trials <= 0.08, (outside, below)
+
+
+def test_the_ledger_of_round_robin_sides_reads_each_phase_through_every_pair(tmp_path):
+    """Four sides in round-robin duets, each slot's pace x0.7 to x1.3 on every phase of both runs;
+    the optimization takes 1 ms off physics (6 -> 5 ms at full pace) and nothing else. Through the
+    pairs the ledger marks that physics change, near -1 ms, and no change of update_state; the
+    rank view of the same runs, which meet only twice, cannot separate it from the slots."""
+    phases = {"base": BASE, "dev": BASE,
+              "opt": {**BASE, "physics": 5.0, "step_core": 5.5, "env_step": 8.0}, "other": BASE}
+    rng = np.random.default_rng(3)
+    paths: dict[str, list[str]] = {s: [] for s in phases}
+    for r, pairs in enumerate(round_robin(list(phases), 6)):
+        for p, (x, y) in enumerate(pairs):
+            slot = rng.uniform(0.7, 1.3)
+            for s in (x, y):
+                pace = slot * math.exp(rng.normal(0, 0.01))
+                doc = E.doc([E.case_result(CASE, **{k: v * pace for k, v in phases[s].items()})])
+                stem = tmp_path / f"{s}_{r}_{p}"
+                paths[s].append(E.write(Path(f"{stem}.json"), doc))
+                Path(f"{stem}.meta.json").write_text(json.dumps({"batch": "B", "duet": {"pair": f"B/r{r + 1}p{p + 1}"}}))
+    sides = {s: load.load_raw_side(s, paths[s]) for s in phases}
+    fits = ledger.part_fits(list(sides.values()))
+    table, _ = ledger.ledger_table(sides["dev"], [sides["opt"], sides["other"]], [CASE], 0.90, fits=fits)
+    opt = table[table.candidate == "opt"].iloc[0]
+    assert opt.method.startswith("through every side's duet pairs")
+    # in ms at the reference's median pace (its runs' median slot, here about x1.1)
+    assert opt.physics_clear and -1.4 < opt.physics_lower_ms < opt.physics_ms < opt.physics_upper_ms < -0.8, opt.to_dict()
+    assert not opt.update_state_clear
+    rank, _ = ledger.ledger_table(sides["dev"], [sides["opt"]], [CASE], 0.90)
+    assert rank.iloc[0].method == "rank"
+    assert rank.iloc[0].physics_upper_ms - rank.iloc[0].physics_lower_ms > 5 * (opt.physics_upper_ms - opt.physics_lower_ms)
