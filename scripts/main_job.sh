@@ -17,8 +17,9 @@ set +e
 # one replacement round for runs another process disturbed (the budget counts from the batch's
 # start, so it must outlast the pinned rounds); one profiled run per side and case, outside the
 # measured runs, for the function table. With two CPUs or more, duet rounds: two sides at a time,
-# one CPU each, every side once a round (round-robin): half the wall time of solo runs at the
-# same spread on a shared 2-core VM (docs/measurements.md). --resume: after an interrupted job, the
+# one CPU each, every side once a round (round-robin): half the wall time of solo runs, and the
+# report compares the sides through every pair's time slot, which the host's slowdowns on a shared
+# 2-core VM hit alike (docs/noise.md). --resume: after an interrupted job, the
 # run goes on with its batch (its kept runs stay; only what they miss runs)
 duet=()
 if [ "$(nproc)" -ge 2 ]; then duet=(--duet --duet-pairing round-robin); fi

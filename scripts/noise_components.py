@@ -3,6 +3,11 @@ measured steps inside a run, between runs of a batch, between batches (mbaphases
 and the windows per run and runs per side that reach a target precision at the least time.
 
     python scripts/noise_components.py --machine vm-aa-solo [--window 10] [--half-width 0.03]
+    python scripts/noise_components.py --machine vm-75e01b-demo-duet --by-run
+
+--by-run: each run in the order it started (its duet pair and CPU, where it ran in one) and how
+much slower or faster than its side's median it ran (the median over its cases, log scale): where
+a slowdown of the host fell, and whether the two runs of a pair shared it.
 
 Reads raw-runs/<machine>/<commit>/run<k>.json and its meta (the batch, the run's wall time); writes
 a Markdown table to stdout (and JSON with --json FILE). Bad input: one error line, exit 2."""
@@ -17,6 +22,35 @@ import numpy as np
 
 from mbaphases import load
 from mbaphases.stats import components
+
+
+def run_slowdowns(machine_dir: Path) -> list[dict]:
+    """Per run, in the order the runs started: its start (s from the first), side, pair, CPU and
+    the median over its cases of log(throughput / its side's median throughput of the case)."""
+    runs, by_cell = [], {}
+    for meta_path in sorted(machine_dir.glob("*/run*.meta.json")):
+        meta = json.loads(meta_path.read_text())
+        raw = meta_path.with_name(meta_path.name.replace(".meta", ""))
+        if not raw.is_file():
+            continue
+        thr = {}
+        for r in json.loads(raw.read_text()).get("results", []):
+            c = r["case"]
+            case = f"{c['algo']}/{c['task']}/{c['sim']}"
+            thr[case] = float(r["collector_active_steps_per_sec"])
+            by_cell.setdefault((meta["commit"], case), []).append(thr[case])
+        runs.append((meta, thr))
+    if not runs:
+        return []
+    first = min(m.get("started", 0) for m, _ in runs)
+    out = []
+    for meta, thr in sorted(runs, key=lambda x: x[0].get("started", 0)):
+        duet = meta.get("duet") or {}
+        logs = [np.log(v / np.median(by_cell[(meta["commit"], case)])) for case, v in thr.items()]
+        out.append({"start_s": meta.get("started", 0) - first, "commit": meta["commit"][:10], "run": meta["run"],
+                    "pair": duet.get("pair"), "cpu": duet.get("cpu"),
+                    "slowdown": float(np.median(logs)) if logs else None})
+    return out
 
 
 def read_runs(machine_dir: Path) -> dict[tuple[str, str], dict]:
@@ -45,6 +79,25 @@ def read_runs(machine_dir: Path) -> dict[tuple[str, str], dict]:
     return out
 
 
+def components_rows(machine_dir: Path, window: int, half_width: float) -> list[dict]:
+    """Per side and case: the levels' spreads, a run's own cost and the repetition counts."""
+    rows = []
+    for (commit, case), cell in sorted(read_runs(machine_dir).items()):
+        c = components.estimate(cell["runs"], window)
+        if c is None:
+            continue
+        window_cost = window * float(np.median(cell["step_ms"])) / 1000
+        run_cost = float(np.median(cell["overhead_s"]))
+        best = components.best_windows(c, run_cost, window_cost)
+        rows.append({"commit": commit[:10], "case": case, "runs": c.runs, "batches": c.batches,
+                     "windows_per_run": c.windows_per_run, "window_sd": c.window, "run_sd": c.run,
+                     "batch_sd": c.batch, "run_cost_s": run_cost, "window_cost_s": window_cost,
+                     "best_windows_per_run": best,
+                     "runs_a_side_now": components.runs_for(c, c.windows_per_run, half_width),
+                     "runs_a_side_at_best": components.runs_for(c, best, half_width)})
+    return rows
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2: the suite's contract for bad input
         print(f"error: {message}", file=sys.stderr)
@@ -58,6 +111,7 @@ def main(argv=None) -> int:
     p.add_argument("--window", type=int, default=10, help="steps per window (default 10)")
     p.add_argument("--half-width", type=float, default=0.03, help="target half-width of the ratio (default 0.03)")
     p.add_argument("--json", default=None)
+    p.add_argument("--by-run", action="store_true", help="each run's slowdown against its side's median")
     args = p.parse_args(argv)
     machine_dir = Path(args.raw_dir) / args.machine
     if not machine_dir.is_dir():
@@ -67,28 +121,23 @@ def main(argv=None) -> int:
         print(f"error: --window {args.window} must be >= 1 and --half-width {args.half_width} in (0, 1)",
               file=sys.stderr)
         return 2
-    rows = []
-    for (commit, case), cell in sorted(read_runs(machine_dir).items()):
-        c = components.estimate(cell["runs"], args.window)
-        if c is None:
-            continue
-        window_cost = args.window * float(np.median(cell["step_ms"])) / 1000
-        run_cost = float(np.median(cell["overhead_s"]))
-        best = components.best_windows(c, run_cost, window_cost)
-        rows.append({"commit": commit[:10], "case": case, "runs": c.runs, "batches": c.batches,
-                     "windows_per_run": c.windows_per_run, "window_sd": c.window, "run_sd": c.run,
-                     "batch_sd": c.batch, "run_cost_s": run_cost, "window_cost_s": window_cost,
-                     "best_windows_per_run": best,
-                     "runs_a_side_now": components.runs_for(c, c.windows_per_run, args.half_width),
-                     "runs_a_side_at_best": components.runs_for(c, best, args.half_width)})
-    print(f"| commit | case | runs | window sd | run sd | batch sd | run's own cost s | windows/run now -> best "
-          f"| runs a side for +-{args.half_width:.0%}: now, at best |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        batch = "n/a (1 batch)" if r["batch_sd"] is None else f"{r['batch_sd']:.1%}"
-        print(f"| {r['commit']} | {r['case']} | {r['runs']} | {r['window_sd']:.1%} | {r['run_sd']:.1%} | {batch} | "
-              f"{r['run_cost_s']:.1f} | {r['windows_per_run']} -> {r['best_windows_per_run']} | "
-              f"{r['runs_a_side_now']}, {r['runs_a_side_at_best']} |")
+    if args.by_run:
+        rows = run_slowdowns(machine_dir)
+        header = ["start s", "commit", "run", "duet pair", "CPU", "against its side's median (log)"]
+        lines = [[f"{r['start_s']:.0f}", r["commit"], r["run"], r["pair"] or "", "" if r["cpu"] is None else r["cpu"],
+                  "" if r["slowdown"] is None else format(r["slowdown"], "+.3f")] for r in rows]
+    else:
+        rows = components_rows(machine_dir, args.window, args.half_width)
+        header = ["commit", "case", "runs", "window sd", "run sd", "batch sd", "run's own cost s",
+                  "windows/run now -> best", f"runs a side for +-{args.half_width:.0%}: now, at best"]
+        lines = [[r["commit"], r["case"], r["runs"], f"{r['window_sd']:.1%}", f"{r['run_sd']:.1%}",
+                  "n/a (1 batch)" if r["batch_sd"] is None else f"{r['batch_sd']:.1%}", f"{r['run_cost_s']:.1f}",
+                  f"{r['windows_per_run']} -> {r['best_windows_per_run']}",
+                  f"{r['runs_a_side_now']}, {r['runs_a_side_at_best']}"] for r in rows]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for line in lines:
+        print("| " + " | ".join(str(x) for x in line) + " |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0
