@@ -49,6 +49,15 @@ def add_rounds(until: dict, conf_path: Path, pins: dict, sides: list[dict], mach
             break
         what = (f"{len(open_cases)} case(s) still INCONCLUSIVE" if open_cases else
                 f"no replacement round for the flagged runs of {', '.join(x['label'] for x in flagged)}")
+        if open_cases and not flagged and beyond_reach(open_cases, until["max_runs"]):
+            # the spread measured so far says no round within the plan decides an open case: the
+            # machine time of those rounds would buy no verdict
+            needs = sorted(n for *_, n in open_cases)
+            print(f"[until decisive] stopping after look {looks}: at this spread no open case decides within "
+                  f"--max-runs {until['max_runs']} (they need about {needs[0]}-{needs[-1]} runs a side); {what}",
+                  file=out, flush=True)
+            record["stopped"] = "beyond reach"
+            break
         if done_runs >= until["max_runs"]:
             print(f"[until decisive] stopping at --max-runs {until['max_runs']}: {what}", file=out, flush=True)
             break
@@ -71,10 +80,17 @@ def add_rounds(until: dict, conf_path: Path, pins: dict, sides: list[dict], mach
     return done_runs, rc
 
 
-def sides_for_round(sides: list[dict], open_cases: list[tuple[str, str]]) -> list[dict]:
+def beyond_reach(open_cases: list[tuple[str, str, int | None]], max_runs: int) -> bool:
+    """Every open case needs more runs a side than the plan allows (the gate's runs needed: its
+    interval shrinking as 1/sqrt(runs) about its estimate). A case without an interval yet (too few
+    runs for one) has no measured spread to say so: None, and the rounds go on."""
+    return all(n is not None and n > max_runs for *_, n in open_cases)
+
+
+def sides_for_round(sides: list[dict], open_cases: list[tuple[str, str, int | None]]) -> list[dict]:
     """The sides an extra round runs: the candidates with an open case and the baseline they
     are compared with; a decided candidate gets no more runs."""
-    open_labels = {label for label, _ in open_cases}
+    open_labels = {label for label, *_ in open_cases}
     return [x for x in sides if x["role"] == "baseline" or x["label"] in open_labels]
 
 
@@ -90,9 +106,11 @@ def flagged_sides(sides: list[dict], metas: list[dict]) -> list[dict]:
     return [x for x in sides if x["role"] == "baseline" or x["sha"] in disturbed]
 
 
-def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict, out) -> list[tuple[str, str]]:
-    """(candidate, case) still INCONCLUSIVE, at the confidence per planned look; compared as the
-    report compares them (per hardware, inside the batches both sides ran in)."""
+def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict,
+              out) -> list[tuple[str, str, int | None]]:
+    """(candidate, case, runs a side the gate says it needs) still INCONCLUSIVE, at the confidence
+    per planned look; compared as the report compares them (per hardware, inside the batches both
+    sides ran in, round-robin duet sides through every side's pairs)."""
     conf = inputs.load_asv_conf(conf_path)
     results_dir = conf_path.parent / conf.get("results_dir", "results")
     repo = conf_path.parent / conf["repo"]
@@ -108,12 +126,13 @@ def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, unti
             rows += gate_mod.evaluate(paired_base, paired, pins["cases"], until["threshold"], 1, {},
                                       confidence=until["confidence"], block_fits=fits)
         for row in rows:
-            if row["gate"] == "INCONCLUSIVE" and (cand["label"], row["case"]) not in open_cases:
+            if row["gate"] == "INCONCLUSIVE" and (cand["label"], row["case"]) not in [o[:2] for o in open_cases]:
                 lo, hi = row["lower"], row["upper"]
                 span = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "n/a"
-                print(f"[until decisive] {cand['label']} {row['case']}: INCONCLUSIVE, interval {span}",
-                      file=out, flush=True)
-                open_cases.append((cand["label"], row["case"]))
+                need = row.get("runs_needed") if row["lower"] is not None else None
+                print(f"[until decisive] {cand['label']} {row['case']}: INCONCLUSIVE, interval {span}"
+                      + (f", needs about {need} runs a side" if need else ""), file=out, flush=True)
+                open_cases.append((cand["label"], row["case"], need))
     return open_cases
 
 

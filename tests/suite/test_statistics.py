@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mbaphases import analysis, cli, comparable, find, ledger, load, runner, tables
+from mbaphases import analysis, cli, comparable, find, ledger, load, runner, tables, until_decisive
 from mbaphases.stats import blocks, components, intervals, rules
 
 CASE = "sac/g1_walk_flat/mujoco"
@@ -592,3 +592,11 @@ def test_the_ledger_of_round_robin_sides_reads_each_phase_through_every_pair(tmp
     rank, _ = ledger.ledger_table(sides["dev"], [sides["opt"]], [CASE], 0.90)
     assert rank.iloc[0].method == "rank"
     assert rank.iloc[0].physics_upper_ms - rank.iloc[0].physics_lower_ms > 5 * (opt.physics_upper_ms - opt.physics_lower_ms)
+
+
+def test_until_decisive_stops_when_no_open_case_is_within_the_plans_reach():
+    """Rounds stop early when the measured spread says every open case needs more runs a side than
+    --max-runs allows; a case with no interval yet has no spread to say so, and rounds go on."""
+    assert until_decisive.beyond_reach([("dev", "a", 9), ("next", "b", 12)], 5)
+    assert not until_decisive.beyond_reach([("dev", "a", 9), ("next", "b", 5)], 5)
+    assert not until_decisive.beyond_reach([("dev", "a", 9), ("next", "b", None)], 5)
