@@ -11,10 +11,11 @@ least-squares fit, per case, of
 with the pairs as fixed blocks compares any two sides through every pair that connects them, each
 pair's shared slowdown taken out (the classical intra-block analysis of an incomplete block
 design). The CPUs swap sides every round, so a CPU's own pace (measured: the side on CPU 1 2-5%
-faster in a run's first cases in two main jobs) is a period effect of a crossover, fitted
-rather than left in the error. The interval of a contrast is Student's t on the residual degrees of freedom: a normal
-model of what is left once the slots' slowdowns are out, where the rank intervals make no such
-assumption; the report shows the unpaired rank interval of the same runs beside it.
+faster in a run's first cases in two main jobs) is a period effect of a crossover, fitted rather
+than left in the error. The interval of a contrast is Student's t on the residual degrees of
+freedom: a normal model of what is left once the slots' slowdowns are out, where the rank
+intervals make no such assumption; the report shows the unpaired rank interval of the same runs
+beside it.
 """
 from __future__ import annotations
 
