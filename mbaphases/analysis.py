@@ -84,9 +84,9 @@ def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int 
           dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv",
           cross_machine: bool = False, confidence: float = DEFAULT_CONFIDENCE,
           notes: list[str] | None = None, min_share: float = tables.MIN_SHARE,
-          duet_sides: list[Side] | None = None) -> Report:
-    """``duet_sides``: every side of the comparison's batches (the baseline and all candidates),
-    whose duet pairs round-robin sides are gated through (mbaphases.comparable.block_fits)."""
+          duet: comparable.DuetBatch | None = None) -> Report:
+    """``duet``: every side of the comparison's batches (the baseline and all candidates) with the
+    fit of their duet pairs, through which round-robin sides are gated."""
     # only the batches both sides ran in are compared (mbaphases.comparable)
     b, c, batch_notes = comparable.pair(b, c)
     notes = list(notes or []) + batch_notes
@@ -99,9 +99,9 @@ def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int 
     hw = hardware_differences(b, c)
     gate_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {},
                                   hardware_diff=None if cross_machine else hw, confidence=confidence,
-                                  block_fits=comparable.block_fits(duet_sides) if duet_sides else None)
+                                  block_fits=duet.fits if duet else None)
     robustness(gate_rows, b, c, cases, threshold, min_runs, exceptions or {},
-               None if cross_machine else hw, confidence, duet_sides)
+               None if cross_machine else hw, confidence, duet)
     att, family = tables.attribution_table(b, c, cases, confidence, min_share)
     functions, flames = profiles.compare(b, c, att, cases)
     return Report(b, c, cases, thr, tables.phase_table(b, c, cases), att, disp,
@@ -111,7 +111,7 @@ def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int 
 
 
 def robustness(gate_rows: list[dict], b: Side, c: Side, cases: list[str], threshold: float, min_runs: int,
-               exceptions, hardware_diff, confidence: float, duet_sides: list[Side] | None = None) -> None:
+               exceptions, hardware_diff, confidence: float, duet: comparable.DuetBatch | None = None) -> None:
     """Per gate row, in place: the gate again without the runs flagged BUSY or STEAL
     (``without_flagged``: the status then, None where no run of the case was flagged), the same
     way (through the duet pairs, refitted without them, where the row was). The flagged runs stay
@@ -128,8 +128,7 @@ def robustness(gate_rows: list[dict], b: Side, c: Side, cases: list[str], thresh
             continue
         kept_b = b.restrict([r for r in b.runs() if r not in fb])
         kept_c = c.restrict([r for r in c.runs() if r not in fc])
-        kept = {b.revision: kept_b, c.revision: kept_c}
-        fits = (comparable.block_fits([kept.get(s.revision, s) for s in duet_sides]) if duet_sides else None)
+        fits = duet.without_runs([kept_b, kept_c]).fits if duet else None
         (again,) = gate_mod.evaluate(kept_b, kept_c, [row["case"]], threshold, min_runs, exceptions,
                                      hardware_diff=hardware_diff, confidence=confidence, block_fits=fits)
         row["without_flagged"] = again["gate"]
@@ -200,10 +199,10 @@ def build_per_hardware(baseline: Side, candidates: list[Side], s: Settings) -> l
     (unit, its reports, its overview or None)."""
     built = []
     for unit in comparable.by_hardware(baseline, candidates, s.min_runs):
-        sides = [unit.baseline, *unit.candidates]
+        duet = comparable.DuetBatch([unit.baseline, *unit.candidates])
         reps = [build(unit.baseline, c, s.threshold, s.min_runs, s.exceptions, s.dispersion_limit, s.pinned_cases,
                       s.input_kind, cross_machine=s.cross_machine, confidence=s.confidence,
-                      notes=s.notes + unit.notes, min_share=s.min_share, duet_sides=sides) for c in unit.candidates]
+                      notes=s.notes + unit.notes, min_share=s.min_share, duet=duet) for c in unit.candidates]
         overview = None
         if len(reps) > 1:
             overview = build_overview(reps, s.reference, s.combines, s.history, unit.candidates, s.margin_share,

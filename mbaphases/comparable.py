@@ -208,6 +208,29 @@ def through_pairs(b: Side, c: Side) -> bool:
     return all_paired(b) and all_paired(c) and len(direct_pairs(b, c)) < MIN_PAIRS
 
 
+def pair_contrast(fit: blocks_mod.Fit | None, b: Side, c: Side, confidence: float) -> blocks_mod.Contrast | None:
+    """The intra-block contrast c / b of ``fit`` where the two sides are compared through every
+    side's pairs (through_pairs), else None."""
+    if fit is None or not through_pairs(b, c):
+        return None
+    return blocks_mod.contrast(fit, b.revision, c.revision, confidence)
+
+
+@dataclass
+class DuetBatch:
+    """Every side of a comparison's batches with, per case, the intra-block fit of their duet runs
+    (made once for all the candidates compared in it)."""
+    sides: list[Side]
+
+    def __post_init__(self):
+        self.fits = block_fits(self.sides)
+
+    def without_runs(self, kept: list[Side]) -> DuetBatch:
+        """The same batch with the sides in ``kept`` (by revision) narrowed to their runs there."""
+        by_revision = {s.revision: s for s in kept}
+        return DuetBatch([by_revision.get(s.revision, s) for s in self.sides])
+
+
 def block_fits(sides: list[Side], metric: str = "throughput") -> dict[str, blocks_mod.Fit]:
     """Per case, the intra-block fit (mbaphases.stats.blocks) of every duet run of these sides,
     each side known by its revision, with the CPU each run had; cases without enough pairs have

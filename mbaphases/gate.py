@@ -118,9 +118,9 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
         strata = comparable.block_runs(b, c, run_b, run_c)
         blocks = comparable.block_values(strata, run_b, run_c)
         iv = intervals.ratio_interval(xb, xc, confidence, blocks)
-        through_pairs = _through_pairs(b, c, (block_fits or {}).get(case), confidence)
-        if through_pairs is not None:
-            ct, solo = through_pairs, iv
+        ct = comparable.pair_contrast((block_fits or {}).get(case), b, c, confidence)
+        if ct is not None:
+            solo = iv
             iv = intervals.RatioInterval(ct.lower, ct.upper, ct.estimate, None, confidence, len(xb), len(xc),
                                          ct.pairs, f"intra-block t ({ct.df} df)")
             row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, coverage=confidence,
@@ -136,21 +136,21 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
             row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, k=iv.k, coverage=iv.coverage,
                        smallest_detectable_change=iv.half_width, strata=iv.strata, method=iv.method,
                        strata_text=comparable.strata_text(b, c, strata))
-        if through_pairs is None and len(blocks) > 1:
-            row["note"] = (f"paired over {row['strata_text']} (Wilcoxon signed-rank of the per-pair ratios, exact)"
-                           if iv.method.startswith("signed-rank")
-                           else f"stratified over {row['strata_text']} (van Elteren, {iv.method})")
-            unpaired = comparable.blocks(b, c, run_b, run_c, paired=False)
-            if len(unpaired) != len(blocks):
-                # the same runs as if they had not run in pairs: what the pairing bought
-                solo = intervals.ratio_interval(xb, xc, confidence, unpaired)
-                row["unpaired"] = {"lower": solo.lower, "upper": solo.upper, "estimate": solo.estimate}
-                row["note"] += (f"; unpaired view [{solo.lower:.3f}, {solo.upper:.3f}]"
-                                if not missing(solo.lower) else "; unpaired view: no interval")
-            row["p_value"] = (intervals.stratified_p_less(blocks, threshold)
-                              if min(len(xb), len(xc)) >= rules.RANK_TEST_MIN_RUNS else None)
-        elif through_pairs is None:
-            row["p_value"] = rules.rank_test_p(xb, xc, threshold)
+            if len(blocks) > 1:
+                row["note"] = (f"paired over {row['strata_text']} (Wilcoxon signed-rank of the per-pair ratios, exact)"
+                               if iv.method.startswith("signed-rank")
+                               else f"stratified over {row['strata_text']} (van Elteren, {iv.method})")
+                unpaired = comparable.blocks(b, c, run_b, run_c, paired=False)
+                if len(unpaired) != len(blocks):
+                    # the same runs as if they had not run in pairs: what the pairing bought
+                    solo = intervals.ratio_interval(xb, xc, confidence, unpaired)
+                    row["unpaired"] = {"lower": solo.lower, "upper": solo.upper, "estimate": solo.estimate}
+                    row["note"] += (f"; unpaired view [{solo.lower:.3f}, {solo.upper:.3f}]"
+                                    if not missing(solo.lower) else "; unpaired view: no interval")
+                row["p_value"] = (intervals.stratified_p_less(blocks, threshold)
+                                  if min(len(xb), len(xc)) >= rules.RANK_TEST_MIN_RUNS else None)
+            else:
+                row["p_value"] = rules.rank_test_p(xb, xc, threshold)
         diff = misaligned(b, c, case)
         if diff or hardware_diff:
             row["gate"] = "MISALIGNED"
@@ -179,13 +179,6 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
         row["gate"] = status
         rows.append(row)
     return rows
-
-
-def _through_pairs(b: Side, c: Side, fit: blocks_mod.Fit | None, confidence: float) -> blocks_mod.Contrast | None:
-    """The intra-block contrast where the two sides are compared through every side's pairs."""
-    if fit is None or not comparable.through_pairs(b, c):
-        return None
-    return blocks_mod.contrast(fit, b.revision, c.revision, confidence)
 
 
 def verdict(rows: list[dict]) -> str:

@@ -24,7 +24,6 @@ import pandas as pd
 
 from mbaphases import comparable, tables
 from mbaphases.side import Side
-from mbaphases.stats import blocks as blocks_mod
 from mbaphases.stats import intervals, rules
 
 PHASES = tables.ATTRIBUTION  # the parts of the active time that add up per run
@@ -102,13 +101,12 @@ def _blocked_changes(ref: Side, cnd: Side, case: str, parts: pd.DataFrame | None
                      confidence: float) -> dict[str, dict]:
     """Per ledger column with an intra-block fit of this case: the change in ms (the reference's
     median times the fitted ratio less 1), its interval, whether it excludes 0 and its p-value."""
-    if not fits or parts is None or not comparable.through_pairs(ref, cnd):
+    if not fits or parts is None:
         return {}
     out = {}
     for key in BLOCK_METRICS:
-        fit = fits.get(key, {}).get(case)
         part = LEDGER_PARTS[key]
-        ct = None if fit is None else blocks_mod.contrast(fit, ref.revision, cnd.revision, confidence)
+        ct = comparable.pair_contrast(fits.get(key, {}).get(case), ref, cnd, confidence)
         if ct is None or parts[part].isna().all():
             continue
         base = float(parts[part].median())

@@ -116,17 +116,19 @@ def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, unti
     repo = conf_path.parent / conf["repo"]
     base = load.load_asv_side(sides[0]["label"], sides[0]["sha"], results_dir, machine, repo)
     candidates = [load.load_asv_side(x["label"], x["sha"], results_dir, machine, repo) for x in sides[1:]]
-    open_cases = []
-    for cand, side in zip(sides[1:], candidates):
-        rows = []
-        for unit in comparable.by_hardware(base, [side, *[x for x in candidates if x is not side]], 1):
-            # round-robin duet sides are compared through every side's pairs, as the report does
-            fits = comparable.block_fits([unit.baseline, *unit.candidates])
-            paired_base, paired, _ = comparable.pair(unit.baseline, unit.candidates[0])
-            rows += gate_mod.evaluate(paired_base, paired, pins["cases"], until["threshold"], 1, {},
-                                      confidence=until["confidence"], block_fits=fits)
-        for row in rows:
-            if row["gate"] == "INCONCLUSIVE" and (cand["label"], row["case"]) not in [o[:2] for o in open_cases]:
+    rows_of: dict[str, list[dict]] = {x["label"]: [] for x in sides[1:]}
+    for unit in comparable.by_hardware(base, candidates, 1):
+        # round-robin duet sides are compared through every side's pairs, as the report does
+        fits = comparable.block_fits([unit.baseline, *unit.candidates])
+        for cand, side in zip(sides[1:], unit.candidates):
+            paired_base, paired, _ = comparable.pair(unit.baseline, side)
+            rows_of[cand["label"]] += gate_mod.evaluate(paired_base, paired, pins["cases"], until["threshold"], 1,
+                                                        {}, confidence=until["confidence"], block_fits=fits)
+    open_cases, seen = [], set()
+    for cand in sides[1:]:
+        for row in rows_of[cand["label"]]:
+            if row["gate"] == "INCONCLUSIVE" and (cand["label"], row["case"]) not in seen:
+                seen.add((cand["label"], row["case"]))
                 lo, hi = row["lower"], row["upper"]
                 span = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "n/a"
                 need = row.get("runs_needed") if row["lower"] is not None else None

@@ -82,7 +82,6 @@ def drifts(groups: dict[str, list[float]]) -> bool:
     return False
 
 
-
 def two_modes(values: dict[str, float]) -> tuple[list[str], list[str]] | None:
     """MODES: the runs (name -> per-run value) fall into two groups far apart for their own spread
     (a run in one state or the other, such as a phase taking 4-8 ms a step in some runs and 16-23 in

@@ -528,7 +528,7 @@ def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path):
              for s, vs in values.items()}
     assert len(comparable.direct_pairs(sides["base"], sides["c95"])) < comparable.MIN_PAIRS
     for name, want in (("c95", "PASS"), ("c85", "FAIL"), ("c100", "PASS")):
-        g = analysis.build(sides["base"], sides[name], 0.90, 3, duet_sides=list(sides.values())).gate.iloc[0]
+        g = analysis.build(sides["base"], sides[name], 0.90, 3, duet=comparable.DuetBatch(list(sides.values()))).gate.iloc[0]
         ratio = truth[name] / truth["base"]
         assert g.gate == want and abs(g.estimate / ratio - 1) < 0.02 and g.method.startswith("intra-block"), (name, g.to_dict())
         assert "duet pairs of every side" in g.note and "unpaired view" in g.note
@@ -536,7 +536,7 @@ def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path):
     # a flagged run: the verdict without it is refitted through the pairs too (not the unpaired view)
     flagged = sides["c95"]
     flagged.run_flags = {flagged.runs()[0]: ["machine busy during the run"]}
-    g = analysis.build(sides["base"], flagged, 0.90, 3, duet_sides=list(sides.values())).gate.iloc[0]
+    g = analysis.build(sides["base"], flagged, 0.90, 3, duet=comparable.DuetBatch(list(sides.values()))).gate.iloc[0]
     assert g.gate == "PASS" and g.without_flagged == "PASS" and g.flagged_runs == 1
     # without the other sides (or for sides whose runs did not all run in pairs) the rank intervals decide
     g = analysis.build(sides["base"], sides["c95"], 0.90, 3).gate.iloc[0]
