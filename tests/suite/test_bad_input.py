@@ -327,6 +327,19 @@ def test_noise_components_bad_input(tmp_path, args, needle):
     assert not p.stdout
 
 
+@pytest.mark.parametrize("args, needle", [(["--machine", "nowhere"], "--machine nowhere: no stored runs"),
+                                          ([], "--machine"), (["--machine", "x"], "no profiled run")])
+def test_profiled_slowdown_bad_input(tmp_path, args, needle):
+    """scripts/profiled_slowdown.py: a machine without runs, a missing flag, runs without profiles:
+    one line."""
+    (tmp_path / "raw-runs" / "x").mkdir(parents=True)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "profiled_slowdown.py"), *args], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
+    assert not p.stdout
+
+
 @pytest.mark.parametrize("args, needle", [([], "--checkout"), (["--checkout", "nowhere"], "--checkout nowhere"),
                                           (["--checkout", ".", "--reps", "0"], "--reps 0"),
                                           (["--checkout", ".", "--rate", "5"], "--rate 5")])
