@@ -18,7 +18,7 @@ from mbaphases.errors import UsageError
 from mbaphases.inputs import load_asv_conf
 from mbaphases.page import link_from_asv, write_hardware_page, write_overview_page, write_page
 from mbaphases.side import Side
-from mbaphases.staging import Stage
+from mbaphases.staging import Stages
 from mbaphases.stats import rules
 
 
@@ -359,24 +359,19 @@ def make_report(opts: ReportOptions) -> tuple[int, Made]:
 
 def _write_all(built: list[tuple], out: Path, html_dir: Path | None, cands: list[Side]) -> None:
     """Every comparison's files (and pages), staged: all of them appear, or none."""
-    stages = [Stage(out)]
-    try:
+    with Stages() as stages:
+        out_dir = stages.add(out)
+        html_stage = None
         if html_dir is not None:
-            stages.append(Stage(html_dir, fresh_subdirs=("raw",) + tuple(outputs.slug(c.label) for c in cands)
-                                + tuple(u.folder for u, _, _ in built if u.folder)))
+            html_stage = stages.add(html_dir, fresh_subdirs=("raw",) + tuple(outputs.slug(c.label) for c in cands)
+                                    + tuple(u.folder for u, _, _ in built if u.folder))
         for unit, reps, overview in built:
             sub = unit.folder if len(built) > 1 else ""
-            _write_outputs(reps, overview, stages[0].dir / sub, stages[1].dir / sub if html_dir is not None else None)
+            _write_outputs(reps, overview, out_dir / sub, html_stage / sub if html_stage is not None else None)
         if len(built) > 1:
-            outputs.write_hardware_index(built, stages[0].dir)
-            if html_dir is not None:
-                write_hardware_page(built, stages[1].dir)
-    except BaseException:
-        for s in stages:
-            s.discard()
-        raise
-    for s in stages:
-        s.publish()
+            outputs.write_hardware_index(built, out_dir)
+            if html_stage is not None:
+                write_hardware_page(built, html_stage)
 
 
 def _write_outputs(reps, overview, out: Path, html_dir: Path | None) -> None:
