@@ -312,6 +312,9 @@ def run_entry(pins: dict) -> dict:
     # a duet holds every pool to one thread: each side has one CPU of its own
     env = {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": "1" if duet else str(prof["torch_threads"]),
            **(DUET_THREADS if duet else {})}
+    if duet and duet["share_cpu"]:
+        # the two entries of the pair on one CPU, their collector loops in turns (the entry's Turns)
+        env.update(MBAPHASES_TURNS_DIR=duet["dir"], MBAPHASES_TURNS_ROLE=str(duet["role"]))
     meta["command"] = cmd
     with hold_formal_run_lock(f"entry run {stem}") as lock:
         meta["lock"] = lock
@@ -331,18 +334,21 @@ def run_entry(pins: dict) -> dict:
             meta["ended"] = time.time()
     meta["load_end"] = host_load()
     if "load_start" in meta:
-        partner = 1.0 / max(1, os.cpu_count() or 1) if duet else 0.0
+        # a duet's partner holds the other CPU; sharing one CPU, the partner and the other pair hold the
+        # whole machine by design, so nothing of it flags the run
+        partner = (1.0 if duet["share_cpu"] else 1.0 / max(1, os.cpu_count() or 1)) if duet else 0.0
         meta["load_during"] = busy_during(meta["load_start"], meta["load_end"], partner)
     meta["returncode"] = proc.returncode
     meta["environment"] = env_now
     meta["entry"] = {"checkout": str(target) if target else None, "path": entry_rel}
-    install = Path(os.environ.get("ASV_ENV_DIR", "/nonexistent")) / "mbaphases-install.json"
+    # asv's environment, or the side's own that a duet made (the python running this)
+    install = Path(os.environ.get("ASV_ENV_DIR") or sys.prefix) / "mbaphases-install.json"
     if install.is_file():
         # how this side's environment was made: its lock's hash and what got installed
         meta["environment"]["install"] = json.loads(install.read_text())
     write = suite_module("staging").write_text_atomic  # a run's files: complete, or not there
     write(Path(f"{stem}.log"), proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    results, errors = _case_outcomes(pins["cases"], Path(f"{stem}.json"), proc)
+    results, errors = _case_outcomes(pins["cases"], Path(f"{stem}.json"), proc, bool(duet and duet["share_cpu"]))
     meta["failed_cases"] = errors
     write(Path(f"{stem}.meta.json"), json.dumps(meta, indent=2) + "\n")
     if os.environ.get("MBAPHASES_PROFILE_FUNCTIONS") == "1" and target is not None:
@@ -364,7 +370,8 @@ def duet_settings() -> dict | None:
         return None
     return {"dir": folder, "pair": os.environ["MBAPHASES_DUET_PAIR"], "role": int(os.environ["MBAPHASES_DUET_ROLE"]),
             "cpu": int(os.environ["MBAPHASES_DUET_CPU"]), "partner": os.environ["MBAPHASES_DUET_PARTNER"],
-            "round": int(os.environ["MBAPHASES_DUET_ROUND"])}
+            "round": int(os.environ["MBAPHASES_DUET_ROUND"]),
+            "share_cpu": os.environ.get("MBAPHASES_DUET_SHARE_CPU") == "1"}
 
 
 def duet_barrier(folder: Path, step: str, role: int, timeout_s: float = DUET_WAIT_S) -> tuple[float, bool]:
@@ -386,7 +393,7 @@ def _run_duet_entry(cmd: list[str], target: Path, env: dict, commit: str, k: int
     """The entry over every case, as in a solo run, held at each case's start (its progress line)
     until the partner's entry reaches the same case, so the two measured windows overlap. One
     process a side: the interpreter's start is paid once, not once per case."""
-    record = {**{key: duet[key] for key in ("pair", "round", "role", "cpu", "partner")},
+    record = {**{key: duet[key] for key in ("pair", "round", "role", "cpu", "partner", "share_cpu")},
               "threads": {key: env.get(key) for key in (*THREAD_VARS, "NUMBA_NUM_THREADS")},
               "affinity": sorted(os.sched_getaffinity(0)), "held_at": "case progress line", "cases": {}}
 
@@ -429,9 +436,14 @@ def _entry_command(pins: dict, entry_rel: str | None, stem: Path) -> list[str]:
     return cmd
 
 
-def _case_outcomes(cases: list[str], out_json: Path, proc) -> tuple[dict, dict]:
+NO_TURNS = ("the entry did not take turns with its partner on their shared CPU (--duet-share-cpu needs an entry "
+            "that reads MBAPHASES_TURNS_DIR: the suite's collector entry)")
+
+
+def _case_outcomes(cases: list[str], out_json: Path, proc, turns_expected: bool = False) -> tuple[dict, dict]:
     """Per case: its result, or why it failed (every pinned case is one or the other: a case the
-    entry did not report failed with the entry's last line)."""
+    entry did not report failed with the entry's last line). With ``turns_expected`` (a duet on one
+    shared CPU) a case measured without taking turns failed: it ran beside its partner, not in turns."""
     doc = json.loads(out_json.read_text()) if out_json.is_file() else None
     results, errors = {}, {}
     for r in (doc or {}).get("results", []):
@@ -441,6 +453,9 @@ def _case_outcomes(cases: list[str], out_json: Path, proc) -> tuple[dict, dict]:
         if not isinstance(thr, (int, float)) or isinstance(thr, bool) or not math.isfinite(thr) or thr <= 0:
             # a measurement that cannot be one is a failed case, never a sample
             errors[name] = f"invalid throughput {thr!r}"
+            continue
+        if turns_expected and not r.get("turns"):
+            errors[name] = NO_TURNS
             continue
         results[name] = r
     for e in (doc or {}).get("errors", []):

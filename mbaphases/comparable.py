@@ -139,9 +139,13 @@ def pair(b: Side, c: Side) -> tuple[Side, Side, list[str]]:
 
 def strata_text(b: Side, c: Side, blocks: list) -> str:
     """What the strata are: "5 duet pairs", "3 batches", "5 duet pairs + 1 batch"."""
-    pairs = sum(1 for xb, _ in blocks if len(xb) == 1 and xb[0] in b.pairs) if b.pairs and c.pairs else 0
+    paired = [(xb[0], xc[0]) for xb, xc in blocks if len(xb) == 1 and xb[0] in b.pairs] if b.pairs and c.pairs else []
+    pairs = len(paired)
     rest = len(blocks) - pairs
-    parts = ([f"{pairs} duet pair{'s' if pairs != 1 else ''}"] if pairs else []) + \
+    # a pair whose two runs had one CPU between them took turns on it (run --duet-share-cpu)
+    shared = bool(paired) and all(b.cpus.get(rb) is not None and b.cpus.get(rb) == c.cpus.get(rc) for rb, rc in paired)
+    parts = ([f"{pairs} duet pair{'s' if pairs != 1 else ''}" + (" (each on one CPU, in turns)" if shared else "")]
+             if pairs else []) + \
         ([f"{rest} batch{'es' if rest != 1 else ''}"] if rest else [])
     return " + ".join(parts)
 

@@ -54,6 +54,8 @@ PINS_SCHEMA = {
         "duet": {"type": "boolean"},
         # which sides run together in a duet round (mbaphases.runner.duet_pairs)
         "duet_pairing": {"enum": ["star", "round-robin"]},
+        # the two sides of a pair on one CPU, in turns (mbaphases.runner._run_duets)
+        "duet_share_cpu": {"type": "boolean"},
         "profile_native": {"type": "boolean"},
         # py-spy's sampling rate for the profiled runs: lower where native unwinding of many
         # threads (a large framework) stalls the target at every sample

@@ -13,6 +13,7 @@ import threading
 import time
 import tomllib
 from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 
 from mbaphases import estimate, formal_lock, hardware, inputs, load, processes, staging, targets
@@ -275,75 +276,122 @@ def _worktrees(suite_dir: Path, repo_path: Path, shas: list[str]) -> Path:
     return worktrees
 
 
-def _run_duets(base, conf, conf_path, suite_dir, pairs_of, rounds, first_round, env, python, repo_path, names, out,
-               batch, done: set[str] = frozenset(), attempt: int = 0) -> int:
+def _run_duets(base, conf, conf_path, suite_dir, pairs_of, rounds, first_round, env, pythons, repo_path, names, out,
+               batch, done: set[str] = frozenset(), attempt: int = 0, share_cpu: bool = False) -> int:
     """``rounds`` duet rounds: in each, every pair runs at the same time, one side per CPU (the
     CPUs' roles swapped every round), every pool at one thread, each case started together with
     the partner's (a barrier in the benchmark), so the host's interference hits both alike.
-    A resumed batch (``attempt`` > 0) skips the ``done`` pairs; its pairs get ids and barriers
-    of their own (an interrupted pair's markers must not release the new one)."""
+    ``share_cpu``: the two sides of a pair share one CPU instead, their collector loops in turns
+    (the entry's Turns), so interference that stays on one CPU hits both alike; pairs without a
+    side in common run at once, one per CPU (one side's two runs at once would race in asv's store).
+    ``pythons``: each side's python (commit -> path). A resumed batch (``attempt`` > 0) skips the
+    ``done`` pairs; its pairs get ids and barriers of their own (an interrupted pair's markers
+    must not release the new one)."""
     cpus = duet_cpus()
     rc = 0
     for k in range(first_round, first_round + rounds):
         pairs = pairs_of(k)
-        todo = [(i, pair) for i, pair in enumerate(pairs) if f"r{k + 1}p{i + 1}" not in done]
-        worktrees = _worktrees(suite_dir, repo_path, sorted({x["sha"] for _, pair in todo for x in pair}))
-        for i, pair in todo:
-            ordered = pair if k % 2 == 0 else pair[::-1]
-            name = f"r{k + 1}p{i + 1}" + (f".{attempt}" if attempt else "")
-            pair_id = f"{batch}/{name}"
-            barrier = suite_dir / ".asv" / "duet" / batch / name
-            procs = []
+        todo = [(f"r{k + 1}p{i + 1}", i, pair) for i, pair in enumerate(pairs) if f"r{k + 1}p{i + 1}" not in done]
+        worktrees = _worktrees(suite_dir, repo_path, sorted({x["sha"] for _, _, pair in todo for x in pair}))
+        for wave in _waves(todo, len(cpus) if share_cpu else 1):
+            started = []  # (process, its pair's barrier, its role)
             try:
-                for role, x in enumerate(ordered):
-                    if role == 1:
-                        _until_at_barrier(procs[0], barrier)
-                    partner = ordered[1 - role]
-                    cmd = _existing_command(base, conf, conf_path, suite_dir, x["sha"], python)
-                    print(f"[duet round {k + 1}, pair {i + 1}/{len(pairs)}] CPU {cpus[role]}: {names[x['sha']]}",
-                          file=out, flush=True)
-                    procs.append(processes.start(cmd, suite_dir, {
-                        **env, "MBAPHASES_TARGET_DIR": str(worktrees / x["sha"]), "MBAPHASES_COMMIT": x["sha"],
-                        "MBAPHASES_DUET_DIR": str(barrier), "MBAPHASES_DUET_PAIR": pair_id,
-                        "MBAPHASES_DUET_ROLE": str(role), "MBAPHASES_DUET_CPU": str(cpus[role]),
-                        "MBAPHASES_DUET_PARTNER": partner["sha"], "MBAPHASES_DUET_ROUND": str(k + 1)}, cpu=cpus[role]))
+                for j, (name, i, pair) in enumerate(wave):
+                    ordered = pair if k % 2 == 0 else pair[::-1]
+                    name += f".{attempt}" if attempt else ""
+                    barrier = suite_dir / ".asv" / "duet" / batch / name
+                    for role, x in enumerate(ordered):
+                        if started:
+                            _until_at_barrier(*started[-1])
+                        cpu = cpus[(j + k) % len(cpus)] if share_cpu else cpus[role]
+                        cmd = _existing_command(base, conf, conf_path, suite_dir, x["sha"], pythons[x["sha"]])
+                        print(f"[duet round {k + 1}, pair {i + 1}/{len(pairs)}] CPU {cpu}"
+                              + (f" shared, turn {role + 1}" if share_cpu else "") + f": {names[x['sha']]}",
+                              file=out, flush=True)
+                        proc = processes.start(cmd, suite_dir, {
+                            **env, "MBAPHASES_TARGET_DIR": str(worktrees / x["sha"]), "MBAPHASES_COMMIT": x["sha"],
+                            "MBAPHASES_DUET_DIR": str(barrier), "MBAPHASES_DUET_PAIR": f"{batch}/{name}",
+                            "MBAPHASES_DUET_ROLE": str(role), "MBAPHASES_DUET_CPU": str(cpu),
+                            "MBAPHASES_DUET_PARTNER": ordered[1 - role]["sha"], "MBAPHASES_DUET_ROUND": str(k + 1),
+                            **({"MBAPHASES_DUET_SHARE_CPU": "1"} if share_cpu else {})}, cpu=cpu)
+                        started.append((proc, barrier, role))
             except BaseException:
-                processes.end_all(procs)  # interrupted while the first side waits for the second's start
+                processes.end_all([p for p, _, _ in started])  # interrupted while a side waits for the next's start
                 raise
-            codes = _wait_pair(procs, barrier)
+            codes = _wait_pairs(started)
             rc = rc or max(codes)
     return rc
 
 
-def _until_at_barrier(first, barrier: Path, timeout_s: float = 900.0) -> None:
-    """The second side starts once the first waits at its first case (or has ended): asv rewrites
-    its machine file (~/.asv-machine.json) as it starts, and two starting at once can read it
-    half-written. The barrier then holds the first until the second arrives."""
+def duet_pythons(conf: dict, conf_path: Path, suite_dir: Path, repo_path: Path, sides: list[dict],
+                 python: str | None, out) -> dict[str, str]:
+    """Each side's python in a duet. Sides whose checkout carries a lock (a published side, a field
+    repository's commit) each get an environment of their own, made once (mbaphases.targets), as
+    the two of a pair run installed at the same time; the demo target's sides share one (``python``,
+    else this one) and run from their own checkouts."""
+    shas = [x["sha"] for x in sides]
+    worktrees = _worktrees(suite_dir, repo_path, shas)
+    own = [x for x in sides if targets.own_environment(worktrees / x["sha"])]
+    if not own:
+        return dict.fromkeys(shas, python or sys.executable)
+    if python is not None:
+        raise UsageError(f"--python {python} with --duet: the sides {', '.join(x['label'] for x in own)} carry a lock "
+                         "and each run in an environment of its own; leave --python out")
+    pythons = dict.fromkeys(shas, sys.executable)
+    runner_requirement = f"asv_runner=={metadata.version('asv_runner')}"
+    for x in own:
+        print(f"duet environment of {x['label']} ({x['ref']})", file=out, flush=True)
+        try:
+            pythons[x["sha"]] = str(targets.side_environment(
+                suite_dir / ".asv" / "duet-env", worktrees / x["sha"], x["sha"], str(conf["pythons"][0]),
+                list(conf.get("install_command") or []), conf_path.parent, runner_requirement))
+        except targets.TargetError as e:
+            raise UsageError(f"side {x['label']!r}: {e}") from None
+    return pythons
+
+
+def _waves(todo: list[tuple], width: int) -> list[list[tuple]]:
+    """The pairs in groups that run at once: at most ``width``, no side in two of a group."""
+    waves: list[list[tuple]] = []
+    for item in todo:
+        shas = {x["sha"] for x in item[2]}
+        wave = next((w for w in waves if len(w) < width and not shas & {x["sha"] for it in w for x in it[2]}), None)
+        if wave is None:
+            waves.append([item])
+        else:
+            wave.append(item)
+    return waves
+
+
+def _until_at_barrier(proc, barrier: Path, role: int, timeout_s: float = 900.0) -> None:
+    """The next side starts once the one started before it waits at its first case (or has ended):
+    asv rewrites its machine file (~/.asv-machine.json) as it starts, and two starting at once can
+    read it half-written. The barrier then holds each side until its partner arrives."""
     started = time.time()
-    while not (barrier / "case0.0").exists() and time.time() - started < timeout_s:
-        if first.poll() is not None:
+    while not (barrier / f"case0.{role}").exists() and time.time() - started < timeout_s:
+        if proc.poll() is not None:
             barrier.mkdir(parents=True, exist_ok=True)
-            (barrier / "ended.0").write_text(str(time.time()))
+            (barrier / f"ended.{role}").write_text(str(time.time()))
             return
         time.sleep(0.1)
 
 
-def _wait_pair(procs, barrier: Path) -> list[int]:
-    """Both sides of a pair to their end; each side's end is marked, so a partner that failed
-    early is not waited for at every case."""
-    barrier.mkdir(parents=True, exist_ok=True)
-    pending = dict(enumerate(procs))
+def _wait_pairs(started: list[tuple]) -> list[int]:
+    """Every side of the wave's pairs to its end; each side's end is marked in its pair's folder,
+    so a partner that failed early is not waited for at every case."""
+    pending = dict(enumerate(started))
     try:
         while pending:
-            for role, p in list(pending.items()):
-                if p.poll() is not None:
+            for n, (proc, barrier, role) in list(pending.items()):
+                if proc.poll() is not None:
+                    barrier.mkdir(parents=True, exist_ok=True)
                     (barrier / f"ended.{role}").write_text(str(time.time()))
-                    del pending[role]
+                    del pending[n]
             time.sleep(0.2)
     except BaseException:
-        processes.end_all(procs)  # interrupted: both sides end now, not at their run's end
+        processes.end_all([p for p, _, _ in started])  # interrupted: every side ends now, not at its run's end
         raise
-    return processes.wait_all(procs)
+    return processes.wait_all([p for p, _, _ in started])
 
 
 def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
@@ -370,7 +418,6 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
             raise UsageError("--duet runs both sides of a pair from one existing environment, each from its own "
                              "checkout; it needs the target repository on this machine")
         cpus = duet_cpus()  # refused before anything is printed or measured
-        python = python or sys.executable
     machine = machine or default_machine(profile, duet)
     # beside results/, not in it: asv walks every folder under results/ and warns on each
     raw_dir = suite_dir / "raw-runs"
@@ -387,13 +434,15 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         profile_functions = bool(prior.get("profile_functions"))
         only = [x["label"] for x in prior["sides"] if x["role"] != "baseline"]
         if prior.get("duet"):
-            pins = {**pins, "duet_pairing": prior["duet"]["pairing"]}
+            pins = {**pins, "duet_pairing": prior["duet"]["pairing"],
+                    "duet_share_cpu": bool(prior["duet"].get("share_cpu"))}
     sides = resolve_sides(pins, repo_path, only)
     if prior is not None:
         resume_mod.check_sides(prior, sides)
     names = {x["sha"]: f"{x['label']} ({x['ref']})" for x in sides}
     for x in sides:
         print(f"{x['role']:<9} {x['sha']}  {x['label']} ({x['ref']})", file=out, flush=True)
+    pythons = duet_pythons(conf, conf_path, suite_dir, repo_path, sides, python, out) if duet else None
     now = time.time()
     started = prior["started"] if prior else now
     batch = prior["batch"] if prior else f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{os.getpid()}"
@@ -404,12 +453,15 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     set_aside_unreadable_results(suite_dir / conf.get("results_dir", "results") / machine, out)
     print(f"batch {batch}", file=out, flush=True)
     pairing = pins.get("duet_pairing", "star")
+    share_cpu = bool(duet and pins.get("duet_share_cpu"))
 
     def pairs_of(k: int, among: list[dict] = sides) -> list[tuple[dict, dict]]:
         return duet_pairs(among, pins.get("reference"), pairing, k)
 
     pairs = pairs_of(0) if duet else None
-    plan = (f"plan: {len(pairs)} duet pairs a round ({pairing}) x {len(pins['cases'])} cases x {runs} rounds" if duet
+    plan = (f"plan: {len(pairs)} duet pairs a round ({pairing}"
+            + (", each pair's two sides in turns on one CPU" if share_cpu else "")
+            + f") x {len(pins['cases'])} cases x {runs} rounds" if duet
             else f"plan: {len(sides)} sides x {len(pins['cases'])} cases x {runs} runs")
     print(estimate.text(raw_dir / machine / "batches", plan, 2 * len(pairs) if duet else len(sides), len(pins["cases"]),
                         runs, until_decisive["max_runs"] if until_decisive else None, profile_functions),
@@ -430,7 +482,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
               "profile_functions": profile_functions,
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
     if duet:
-        record["duet"] = {"pairing": pairing, "pairs": [[a["label"], b["label"]] for a, b in pairs], "cpus": list(cpus)}
+        record["duet"] = {"pairing": pairing, "pairs": [[a["label"], b["label"]] for a, b in pairs], "cpus": list(cpus),
+                          "share_cpu": share_cpu}
     if until_decisive is not None:
         record["until_decisive"] = until_decisive
     attempts = (prior.get("attempts") or [{"started": started}]) if prior else []
@@ -446,8 +499,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     def rounds_of(order: list[str], count: int, first: int, tag: str, skip: set[str] = frozenset()) -> int:
         if duet:
             among = [x for x in sides if x["sha"] in order]
-            return _run_duets(base, conf, conf_path, suite_dir, lambda k: pairs_of(k, among), count, first, env, python,
-                              repo_path, names, out, batch, skip, len(record["attempts"]) - 1)
+            return _run_duets(base, conf, conf_path, suite_dir, lambda k: pairs_of(k, among), count, first, env, pythons,
+                              repo_path, names, out, batch, skip, len(record["attempts"]) - 1, share_cpu)
         return _run_round(base, conf, conf_path, suite_dir, order, count, env, python, repo_path, names, out, tag)
 
     try:

@@ -75,9 +75,9 @@ def uv_env() -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
+def _run(cmd: list[str], what: str, cwd: Path | None = None, env: dict | None = None) -> str:
     p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False,
-                       env={**os.environ, **uv_env()})
+                       env={**os.environ, **uv_env(), **(env or {})})
     if p.returncode != 0:
         last = (p.stderr.strip() or p.stdout.strip() or "no output").splitlines()[-1]
         raise TargetError(f"{what} failed: {last}")
@@ -137,6 +137,43 @@ def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | Non
         record["prepared"] = prepare
     (env_dir / INSTALL_RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def own_environment(checkout: Path) -> bool:
+    """Whether a side's checkout says what its environment holds (a lock): two such sides cannot
+    share one environment at the same time, as a duet runs them."""
+    return (Path(checkout) / PINNED_LOCK).is_file() or (Path(checkout) / "uv.lock").is_file()
+
+
+def side_environment(env_root: Path, checkout: Path, commit: str, python_version: str, install_command: list[str],
+                     conf_dir: Path, runner_requirement: str) -> Path:
+    """A side's own environment, for runs that need two sides installed at once (a duet): a
+    virtual environment with asv's runner, then the asv config's own install step with the
+    substitutions asv makes, so it holds what asv's environment holds for that commit. Made once
+    per commit, install step and python (an unfinished one, which has no install record, is made
+    again); returns its python."""
+    key = hashlib.sha256(json.dumps([commit, python_version, install_command]).encode()).hexdigest()[:16]
+    env_dir = Path(env_root) / key
+    python = env_dir / "bin" / "python"
+    if (env_dir / INSTALL_RECORD).is_file():
+        return python
+    shutil.rmtree(env_dir, ignore_errors=True)
+    uv = uv_binary()
+    _run([uv, "venv", "-q", "--python", python_version, str(env_dir)], f"making {commit[:12]}'s environment")
+    _run([uv, "pip", "install", "-q", "--python", str(python), runner_requirement], "installing asv's runner")
+    values = {"{env_dir}": str(env_dir), "{build_dir}": str(checkout), "{conf_dir}": str(conf_dir)}
+    for line in install_command:
+        for name, value in values.items():
+            line = line.replace(name, value)
+        args = shlex.split(line)
+        cwd = None
+        if args and args[0].startswith("in-dir="):
+            cwd, args = Path(args[0].removeprefix("in-dir=")), args[1:]
+        # the install record names the commit, as under asv
+        _run(args, f"installing {commit[:12]} into its own environment", cwd=cwd, env={"ASV_COMMIT": commit})
+    if not (env_dir / INSTALL_RECORD).is_file():
+        raise TargetError(f"the install step {install_command} wrote no {INSTALL_RECORD} in {env_dir}")
+    return python
 
 
 def requirement_name(requirement: str) -> str:

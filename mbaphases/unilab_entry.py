@@ -322,7 +322,105 @@ def make_env(era: Era, cfg, algo: str, seed: int):
     return env
 
 
-def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_steps: int, seed: int) -> dict:
+# Sharing one CPU with a partner entry (mbaphases run --duet --duet-share-cpu): the suite's harness
+# names the pair's folder and this side's role; the two entries then run their collector loops in
+# turns of about TURN_MS each, passing a token through two FIFOs between steps (never inside a
+# timed step), so whatever slows the CPU for longer than a turn slows both sides alike.
+TURNS_DIR_ENV, TURNS_ROLE_ENV, TURN_MS_ENV = "MBAPHASES_TURNS_DIR", "MBAPHASES_TURNS_ROLE", "MBAPHASES_TURN_MS"
+DEFAULT_TURN_MS = 200.0
+
+
+class Turns:
+    """This side's half of the token protocol. Per case: both arrive at the loop (or the partner
+    is past it: its next case began, or its process ended), role 0 goes first, and each side hands
+    the token over once its turn has lasted ``turn_ms`` and waits for it back. A side that leaves
+    its loop (done, or failed) says so and hands the token over for good."""
+
+    def __init__(self, folder: str, role: int, turn_ms: float):
+        import select
+
+        self._select = select.select
+        self.folder, self.role, self.turn_s = Path(folder), role, turn_ms / 1000.0
+        self.other = 1 - role
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fds = []
+        for r in (role, self.other):
+            fifo = self.folder / f"turn.{r}"
+            try:
+                os.mkfifo(fifo)
+            except FileExistsError:
+                pass
+            fds.append(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))  # O_RDWR: opening never waits for the partner
+        self.mine, self.theirs = fds
+        self.case = -1
+        self.alone = True
+        self.turn_started = 0.0
+        self.handovers = 0
+        self.waited_s = 0.0
+
+    def _partner_gone(self) -> bool:
+        return any((self.folder / name).exists() for name in
+                   (f"out{self.case}.{self.other}", f"case{self.case + 1}.{self.other}", f"ended.{self.other}"))
+
+    def begin(self, case_index: int) -> None:
+        """Before the case's loop (its priming step): meet the partner there."""
+        self.case, self.handovers, self.waited_s, self.met = case_index, 0, 0.0, False
+        (self.folder / f"loop{case_index}.{self.role}").write_text(str(time.time()))
+        while not (self.folder / f"loop{case_index}.{self.other}").exists():
+            if self._partner_gone():
+                self.alone = True
+                return
+            time.sleep(0.002)
+        self.alone = False
+        self.met = True
+        if self.role == 1:
+            self._wait()
+        self.turn_started = time.perf_counter()
+
+    def between_steps(self) -> None:
+        """After a step: hand the token over once this turn has lasted long enough."""
+        if self.alone or time.perf_counter() - self.turn_started < self.turn_s:
+            return
+        if (self.folder / f"out{self.case}.{self.other}").exists():
+            self.alone = True
+            return
+        os.write(self.theirs, bytes([self.case % 256]))
+        self.handovers += 1
+        self._wait()
+        self.turn_started = time.perf_counter()
+
+    def _wait(self) -> None:
+        started = time.perf_counter()
+        while True:
+            if self._select([self.mine], [], [], 0.05)[0]:
+                try:
+                    data = os.read(self.mine, 64)
+                except BlockingIOError:
+                    continue
+                if self.case % 256 in data:  # a token of an earlier case is stale
+                    break
+            elif (self.folder / f"ended.{self.other}").exists():
+                self.alone = True
+                break
+        self.waited_s += time.perf_counter() - started
+
+    def end(self) -> dict:
+        """After the case's loop, however it ended: the partner runs on alone."""
+        (self.folder / f"out{self.case}.{self.role}").write_text(str(time.time()))
+        os.write(self.theirs, bytes([self.case % 256]))
+        return {"role": self.role, "turn_ms": self.turn_s * 1000.0, "partner_met": self.met,
+                "handovers": self.handovers, "waited_s": round(self.waited_s, 3)}
+
+
+def turns_from_env() -> Turns | None:
+    folder = os.environ.get(TURNS_DIR_ENV)
+    if not folder:
+        return None
+    return Turns(folder, int(os.environ[TURNS_ROLE_ENV]), float(os.environ.get(TURN_MS_ENV, DEFAULT_TURN_MS)))
+
+
+def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_steps: int, seed: int,
+             turns: Turns | None = None, case_index: int = 0) -> dict:
     """The active window over ``warmup + measure`` vector steps, with pre-generated actions."""
     import numpy as np
     import torch
@@ -346,17 +444,26 @@ def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_ste
     rng = np.random.default_rng(seed)
     actions_np = rng.uniform(-1.0, 1.0, size=(total + 1, num_envs, action_dim)).astype(np.float32)
     actions = [a if era.actions == "numpy" else torch.from_numpy(a) for a in actions_np]
-    samples, cpu_pct, completed = collect(env, actions, replay, split_obs, timeout_mask, warmup, num_envs)
+    turn_record = None
+    if turns is not None:
+        turns.begin(case_index)
+    try:
+        samples, cpu_pct, completed, threads = collect(env, actions, replay, split_obs, timeout_mask, warmup, num_envs,
+                                                       turns)
+    finally:
+        if turns is not None:
+            turn_record = turns.end()
     if hasattr(replay, "close"):
         replay.close()
     # the field's two runtimes: a manager-based env class, or a hand-written (direct) one
     manager_based = any("ManagerBased" in k.__name__ for k in type(env).__mro__)
     return {"samples": samples, "cpu_pct": cpu_pct, "runtime": "mba" if manager_based else "direct",
             "obs_dim": int(obs_dim), "critic_dim": int(critic_dim),
-            "action_dim": action_dim, "completed_episodes": completed}
+            "action_dim": action_dim, "completed_episodes": completed, "process_threads": threads,
+            "turns": turn_record}
 
 
-def collect(env, actions: list, replay, split_obs, timeout_mask, warmup: int, num_envs: int):
+def collect(env, actions: list, replay, split_obs, timeout_mask, warmup: int, num_envs: int, turns: Turns | None = None):
     """The collector's loop: a priming step, then ``len(actions) - 1`` vector steps, the last
     ``len(actions) - 1 - warmup`` of them recorded. One function of its own, so a profile's
     window is exactly this loop (mbaphases.profiles)."""
@@ -416,6 +523,8 @@ def collect(env, actions: list, replay, split_obs, timeout_mask, warmup: int, nu
                 reward_logs.setdefault(key, []).append(value)
         t3 = time.perf_counter_ns()
         obs, critic = next_obs, next_critic
+        if turns is not None:
+            turns.between_steps()  # outside every timed part of the step
         if not record:
             continue
         samples["env_step_ms"].append((t1 - t0) / 1e6)
@@ -429,10 +538,13 @@ def collect(env, actions: list, replay, split_obs, timeout_mask, warmup: int, nu
             samples["physics_ms"].append(float(timing["backend_physics_ms"]))
         samples["reset_done_count"].append(float(done_idx.numel()))
     cpu_end = _cpu_times()
+    # the OS threads of this process in the window (torch's, the physics pools', the framework's own):
+    # what a one-CPU duet side actually ran
+    threads_in_window = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else None
     cpu_pct = None
     if cpu_start and cpu_end and cpu_end[1] > cpu_start[1]:
         cpu_pct = 100.0 * (cpu_end[0] - cpu_start[0]) / (cpu_end[1] - cpu_start[1])
-    return samples, cpu_pct, len(finished_returns)
+    return samples, cpu_pct, len(finished_returns), threads_in_window
 
 
 def config_hash(resolved: dict) -> str:
@@ -479,6 +591,8 @@ def case_result(case: str, cfg, measured: dict, num_envs: int, warmup: int, meas
         "env_step_overhead_ms_per_vector_step": overhead,
         "cpu_util_pct": measured["cpu_pct"],
         "completed_episodes": measured["completed_episodes"],
+        "process_threads": measured["process_threads"],
+        "turns": measured["turns"],
         "notes": notes,
     }
 
@@ -622,6 +736,7 @@ def run(argv=None) -> int:
     era = installed_era()
     version = _version("unilab")
     _assets_workdir()
+    turns = turns_from_env()
     results, errors = [], []
     for i, case in enumerate(cases, 1):
         print(f"[{i}/{len(cases)}] {case} ({args.num_envs} envs, unilab {version})", file=sys.stderr, flush=True)
@@ -634,7 +749,7 @@ def run(argv=None) -> int:
             cfg, fixes = compose(case, args.num_envs, args.override, version)
             env = make_env(era, cfg, case.split("/")[0], args.seed)
             measured = run_case(era, env, args.num_envs, args.warmup_steps, args.measure_steps,
-                                args.replay_capacity_steps, args.seed)
+                                args.replay_capacity_steps, args.seed, turns, i - 1)
             results.append(case_result(case, cfg, measured, args.num_envs, args.warmup_steps, args.measure_steps,
                                        args.replay_capacity_steps, args.override, fixes, era, command))
         except UsageError:
@@ -677,6 +792,8 @@ def run(argv=None) -> int:
                                                                      "OMP_WAIT_POLICY", THREADS_ENV)},
                        "torch_interop_threads": torch.get_num_interop_threads(),
                        "cpu_affinity": sorted(os.sched_getaffinity(0)),
+                       # sharing the CPU with a partner entry in turns (None: the CPUs it had were its own)
+                       "turns": None if turns is None else {"role": turns.role, "turn_ms": turns.turn_s * 1000.0},
                        "entry": __file__},
     }
     Path(args.out_json).write_text(json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n")

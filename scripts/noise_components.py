@@ -4,10 +4,15 @@ and the windows per run and runs per side that reach a target precision at the l
 
     python scripts/noise_components.py --machine vm-aa-solo [--window 10] [--half-width 0.03]
     python scripts/noise_components.py --machine vm-75e01b-demo-duet --by-run
+    python scripts/noise_components.py --machine vm-depsshare-history --by-pair
 
 --by-run: each run in the order it started (its duet pair and CPU, where it ran in one) and how
 much slower or faster than its side's median it ran (the median over its cases, log scale): where
 a slowdown of the host fell, and whether the two runs of a pair shared it.
+
+--by-pair: per case and two sides that ran duet pairs together, the spread of the pairs' log
+ratio (what a paired gate's interval is made of; against two sides' runs' own spread, what the
+pairing cancelled) and the pairs that reach --half-width at 90%.
 
 Reads raw-runs/<machine>/<commit>/run<k>.json and its meta (the batch, the run's wall time); writes
 a Markdown table to stdout (and JSON with --json FILE). Bad input: one error line, exit 2."""
@@ -50,6 +55,36 @@ def run_slowdowns(machine_dir: Path) -> list[dict]:
         out.append({"start_s": meta.get("started", 0) - first, "commit": meta["commit"][:10], "run": meta["run"],
                     "pair": duet.get("pair"), "cpu": duet.get("cpu"),
                     "slowdown": float(np.median(logs)) if logs else None})
+    return out
+
+
+def pair_spreads(machine_dir: Path, half_width: float) -> list[dict]:
+    """Per case and pair of sides: the duet pairs both sides of which measured the case, the
+    ratio of their geometric means, the sd of the pairs' log ratio (second side over first, in
+    commit order), and the pairs a 90% interval of +-``half_width`` needs at that spread."""
+    by_pair: dict[str, dict] = {}
+    for meta_path in sorted(machine_dir.glob("*/run*.meta.json")):
+        meta = json.loads(meta_path.read_text())
+        raw = meta_path.with_name(meta_path.name.replace(".meta", ""))
+        pair = (meta.get("duet") or {}).get("pair")
+        if not pair or not raw.is_file():
+            continue
+        for r in json.loads(raw.read_text()).get("results", []):
+            c = r["case"]
+            by_pair.setdefault(pair, {}).setdefault(f"{c['algo']}/{c['task']}/{c['sim']}", {})[meta["commit"]] = \
+                float(r["collector_active_steps_per_sec"])
+    logs: dict[tuple[str, str, str], list[float]] = {}
+    for cases in by_pair.values():
+        for case, values in cases.items():
+            if len(values) == 2:
+                (a, va), (b, vb) = sorted(values.items())
+                logs.setdefault((case, a[:10], b[:10]), []).append(float(np.log(vb / va)))
+    out = []
+    for (case, a, b), x in sorted(logs.items()):
+        sd = float(np.std(x, ddof=1)) if len(x) > 1 else None
+        out.append({"case": case, "first": a, "second": b, "pairs": len(x), "ratio": float(np.exp(np.mean(x))),
+                    "log_ratio_sd": sd,
+                    "pairs_needed": None if sd is None else max(2, int(np.ceil((1.645 * sd / half_width) ** 2)))})
     return out
 
 
@@ -112,6 +147,7 @@ def main(argv=None) -> int:
     p.add_argument("--half-width", type=float, default=0.03, help="target half-width of the ratio (default 0.03)")
     p.add_argument("--json", default=None)
     p.add_argument("--by-run", action="store_true", help="each run's slowdown against its side's median")
+    p.add_argument("--by-pair", action="store_true", help="the spread of the duet pairs' log ratio, per case")
     args = p.parse_args(argv)
     machine_dir = Path(args.raw_dir) / args.machine
     if not machine_dir.is_dir():
@@ -121,7 +157,17 @@ def main(argv=None) -> int:
         print(f"error: --window {args.window} must be >= 1 and --half-width {args.half_width} in (0, 1)",
               file=sys.stderr)
         return 2
-    if args.by_run:
+    if args.by_run and args.by_pair:
+        print("error: --by-run and --by-pair are two tables; give one", file=sys.stderr)
+        return 2
+    if args.by_pair:
+        rows = pair_spreads(machine_dir, args.half_width)
+        header = ["case", "first side", "second side", "pairs", "ratio (second / first)", "sd of the pairs' log ratio",
+                  f"pairs for +-{args.half_width:.0%} (90%)"]
+        lines = [[r["case"], r["first"], r["second"], r["pairs"], f"{r['ratio']:.3f}",
+                  "n/a" if r["log_ratio_sd"] is None else f"{r['log_ratio_sd']:.3f}",
+                  "n/a" if r["pairs_needed"] is None else r["pairs_needed"]] for r in rows]
+    elif args.by_run:
         rows = run_slowdowns(machine_dir)
         header = ["start s", "commit", "run", "duet pair", "CPU", "against its side's median (log)"]
         lines = [[f"{r['start_s']:.0f}", r["commit"], r["run"], r["pair"] or "", "" if r["cpu"] is None else r["cpu"],

@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
                    help="asv machine name (default: <host>-<hardware fingerprint>-<profile>)")
     f.add_argument("--python", default=None, help="use this existing python instead of building environments")
     f.add_argument("--duet", action="store_true", default=None,
-                   help="measure each step's points in duet pairs (mbaphases run --duet; the demo target's sides; "
+                   help="measure each step's points in duet pairs (mbaphases run --duet; "
                         "a signed-rank interval needs 5 pairs: --runs 5 or more)")
     f.add_argument("--field-repo", default=None, help="search the field's repository (URL or path)")
     f.add_argument("--field-package", default=None, help="the field repository's package name")
@@ -64,7 +64,7 @@ def main(args) -> int:
         confidence = float(pins.get("gate", {}).get("confidence", rules.DEFAULT_CONFIDENCE))
     if not 0.5 <= confidence < 1:
         raise UsageError(f"--confidence {confidence} must be in [0.5, 1)")
-    duet = target.duet_setting(args.duet, pins, args.field_repo)
+    duet = target.duet_setting(args.duet, pins)
     conf = target.target_conf(Path(args.config), pins, args.field_repo, args.field_package)
     machine = args.machine or runner.default_machine(pins["active_profile"]["name"], duet)
     started = time.time()

@@ -37,11 +37,17 @@ def add_parser(sub) -> None:
                    help="with --until-decisive: no new round after this many minutes (default 120)")
     r.add_argument("--duet", action="store_true", default=None,
                    help="run sides in pairs at the same time, one CPU each, every pool at one thread, decided on the "
-                        "paired per-round ratios (default: pins 'duet', off; the demo target's sides)")
+                        "paired per-round ratios (default: pins 'duet', off); sides that carry a lock (a release, a field "
+                        "repository's commit) get an environment of their own, made once")
     r.add_argument("--duet-pairing", choices=runner.PAIRINGS, default=None,
                    help="with --duet: 'star' pairs every candidate with the baseline and with the reference each "
                         "round; 'round-robin' runs every side once a round, every two meeting in turn (default: "
                         "pins 'duet_pairing', star)")
+    r.add_argument("--duet-share-cpu", action="store_true", default=None,
+                   help="with --duet: the two sides of a pair share one CPU, their collector loops taking turns of "
+                        "about 0.2 s (between steps, outside the timed parts), and each pair runs on every CPU at once, "
+                        "so interference that stays on one CPU hits both sides alike; needs the suite's collector "
+                        "entry (the published target; default: pins 'duet_share_cpu', off)")
     r.add_argument("--resume", action="store_true",
                    help="if the newest batch of these pins on the machine was interrupted (or its command killed), "
                         "go on with it: its kept runs stay, only what its plan misses runs; otherwise a new batch")
@@ -54,9 +60,11 @@ def main(args) -> int:
         pins["baseline"] = {**pins["baseline"], "ref": args.baseline}
     if args.candidate:
         pins["candidates"] = [{"ref": args.candidate, "label": pins["candidates"][0]["label"]}]
-    duet = target.duet_setting(args.duet, pins, args.field_repo)
+    duet = target.duet_setting(args.duet, pins)
     if args.duet_pairing:
         pins["duet_pairing"] = args.duet_pairing
+    if args.duet_share_cpu:
+        pins["duet_share_cpu"] = duet = True
     conf = target.target_conf(Path(args.config), pins, args.field_repo, args.field_package)
     runs = args.runs if args.runs is not None else int(pins["runs"])
     until = until_decisive.plan(pins, runs, args.max_runs, args.budget_min) if args.until_decisive else None

@@ -1,6 +1,6 @@
 """Which asv config a run or a search uses: as given, the field repository's, or the pin
 repository of a [published] pins file (generated first), each with the pins' own results folder;
-and which targets can run duets."""
+and whether to run duets."""
 from __future__ import annotations
 
 import json
@@ -65,13 +65,6 @@ def own_results(conf: Path, folder: str, out: Path) -> Path:
     return out
 
 
-def duet_setting(flag: bool | None, pins: dict, field_repo: str | None) -> bool:
-    """Whether to run duets (--duet, else pins 'duet'); refused for sides that are installed
-    packages (a release, a field repository's commit): the two sides of a pair run from one
-    environment at once, each from its own checkout, which only the demo target's sides can."""
-    duet = flag if flag is not None else bool(pins.get("duet", False))
-    if duet and (published.is_published(pins) or field_repo):
-        raise UsageError("--duet runs both sides of a pair from one environment, each from its own checkout: the "
-                         "demo target's sides; a side that is an installed release or a field repository's commit "
-                         "needs an environment of its own (run without --duet)")
-    return duet
+def duet_setting(flag: bool | None, pins: dict) -> bool:
+    """Whether to run duets: --duet, else the pins' 'duet' (or 'duet_share_cpu', a kind of duet)."""
+    return flag if flag is not None else bool(pins.get("duet") or pins.get("duet_share_cpu"))

@@ -69,7 +69,9 @@ def fit(rows: list[tuple]) -> Fit | None:
     if len(sides) < 3:
         return None
     frame["y"] = np.log(frame.value)
-    cpus = frame.cpu.notna().all() and frame.cpu.nunique() > 1
+    # a CPU's pace is a period effect only where a pair's two runs had two CPUs; pairs that shared
+    # one CPU carry it in their block already
+    cpus = frame.cpu.notna().all() and frame.groupby("pair").cpu.nunique().max() > 1
     frame["cpu"] = frame.cpu.astype(str)
     result = smf.ols("y ~ C(side) + C(pair)" + (" + C(cpu)" if cpus else ""), data=frame).fit()
     df = int(round(result.df_resid))

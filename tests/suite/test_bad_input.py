@@ -316,7 +316,8 @@ def test_physics_layer_scan_bad_input(args, needle):
 
 
 @pytest.mark.parametrize("args, needle", [(["--machine", "nowhere"], "--machine nowhere: no stored runs"),
-                                          ([], "--machine"), (["--machine", "x", "--window", "0"], "--window 0")])
+                                          ([], "--machine"), (["--machine", "x", "--window", "0"], "--window 0"),
+                                          (["--machine", "x", "--by-run", "--by-pair"], "--by-run and --by-pair")])
 def test_noise_components_bad_input(tmp_path, args, needle):
     """scripts/noise_components.py: a machine without runs, a missing flag, a window of 0: one line."""
     (tmp_path / "raw-runs" / "x").mkdir(parents=True)

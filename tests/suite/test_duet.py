@@ -77,17 +77,6 @@ def test_an_aa_duet_runs_in_pairs_on_two_cpus_and_never_fails(aa, tmp_path):
     assert batch["duet"]["pairs"] == [["main direct", "main again"]]
 
 
-def test_duet_refuses_sides_that_need_environments_of_their_own(tmp_path):
-    suite = make_suite(tmp_path, "mba-dev")
-    (suite / "pins.published.toml").write_text(
-        'profile = "tiny"\nruns = 1\ncases = ["sac/g1_walk_flat/mujoco"]\n'
-        '[baseline]\nlabel = "a"\ninstall = "unilab==1.4.0"\n[candidate]\nlabel = "b"\ninstall = "unilab==1.5.2"\n'
-        '[published]\n[profiles.tiny]\nnum_envs = 8\nwarmup_steps = 1\nmeasure_steps = 3\n'
-        'replay_capacity_steps = 4\ntorch_threads = 1\n')
-    r = run_mbaphases(suite, "run", "--duet", "--pins", "pins.published.toml", "--python", sys.executable)
-    assert r.returncode == 2 and r.stderr.startswith("error: --duet runs both sides") and len(r.stderr.splitlines()) == 1
-
-
 def test_round_robin_duets_run_each_side_once_a_round_and_every_two_meet(tmp_path):
     suite = make_suite(tmp_path, "mba-dev")
     (suite / "pins.toml").write_text((ROOT / "pins.toml").read_text())  # the demo's six sides
@@ -111,3 +100,23 @@ def test_round_robin_duets_run_each_side_once_a_round_and_every_two_meet(tmp_pat
     assert r.returncode in (0, 1), r.stderr
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert "machine rr" in summary["input"], summary["input"]
+
+
+def test_sharing_a_cpu_needs_an_entry_that_takes_turns(tmp_path):
+    """The demo target's entry runs its loop without turns: beside its partner on one CPU, not in
+    turns, so every case of every run is a failed case naming why (never a measurement)."""
+    suite = make_suite(tmp_path, "mba-dev")
+    generate(suite / "demo-target")
+    text = (suite / "pins.toml").read_text()
+    head, rest = text.split("cases = [", 1)
+    (suite / "pins.toml").write_text(head + 'cases = ["sac/g1_walk_flat/mujoco"]' + rest[rest.index("]") + 1:])
+    p = run_mbaphases(suite, "run", "--duet-share-cpu", "--profile", "tiny", "--runs", "1", "--sides", "MBA dev",
+                      "--machine", "shared")
+    assert p.returncode != 0
+    failed = [line for line in p.stdout.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 2 and all("did not take turns" in line for line in failed), p.stdout[-3000:]
+    metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "shared").glob("*/run*.meta.json")]
+    assert len(metas) == 2 and all(m["duet"]["share_cpu"] for m in metas)
+    assert len({m["duet"]["cpu"] for m in metas}) == 1, "the pair's two sides on one CPU"
+    batch = json.loads(next((suite / "raw-runs" / "shared" / "batches").glob("*.json")).read_text())
+    assert batch["duet"]["share_cpu"] is True

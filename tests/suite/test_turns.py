@@ -1,0 +1,110 @@
+"""Two entries sharing one CPU in turns (mbaphases run --duet-share-cpu): the suite's collector
+entry's token protocol, run by real processes pinned to one CPU, each doing real work per step;
+and how a shared-CPU duet groups its pairs. No framework needed: the protocol is the entry's own
+standard-library code."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mbaphases.runner import _waves
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# one side: for each case, meet the partner, then `steps` steps of about `work_ms` of CPU work each,
+# handing the token over between steps; every step's start and end and the turns' record printed
+SIDE = r"""
+import json, sys, time
+from mbaphases.unilab_entry import Turns
+folder, role, cases, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+work_ms, skip = float(sys.argv[5]), sys.argv[6]
+turns = Turns(folder, role, 20.0)
+out = []
+for case in range(cases):
+    if str(case) in skip.split(","):
+        continue  # this side's case failed before its loop: it never arrives
+    turns.begin(case)
+    spans = []
+    try:
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < work_ms / 1000.0:
+                pass
+            spans.append((time.time() - (time.perf_counter() - t0), time.time()))
+            turns.between_steps()
+    finally:
+        record = turns.end()
+    out.append({"case": case, "spans": spans, "turns": record})
+print(json.dumps(out))
+"""
+
+
+def run_pair(folder, cases=1, steps=40, work_ms=4.0, skip=("", ""), cpu=None):
+    cpu = cpu if cpu is not None else sorted(os.sched_getaffinity(0))[0]
+    procs = [subprocess.Popen([sys.executable, "-c", SIDE, str(folder), str(role), str(cases), str(steps),
+                               str(work_ms), skip[role]], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+             for role in (0, 1)]
+    outs = []
+    for role, p in enumerate(procs):
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        (folder / f"ended.{role}").write_text("")
+        outs.append(json.loads(out))
+    return outs
+
+
+def test_two_sides_on_one_cpu_take_turns_and_never_run_at_once(tmp_path):
+    a, b = run_pair(tmp_path)
+    ta, tb = a[0]["turns"], b[0]["turns"]
+    assert ta["partner_met"] and tb["partner_met"]
+    # 40 steps of 4 ms in turns of 20 ms: each side hands over several times
+    assert ta["handovers"] >= 4 and tb["handovers"] >= 4, (ta, tb)
+    # no step of one side overlaps a step of the other: one runs while the other waits
+    spans = sorted([(s, e, 0) for s, e in a[0]["spans"]] + [(s, e, 1) for s, e in b[0]["spans"]])
+    overlaps = sum(1 for (s1, e1, r1), (s2, e2, r2) in zip(spans, spans[1:]) if r1 != r2 and s2 < e1 - 0.001)
+    assert overlaps == 0, overlaps
+    # the sides alternate in runs of steps, not one after the other
+    order = [r for _, _, r in spans]
+    switches = sum(1 for x, y in zip(order, order[1:]) if x != y)
+    assert switches >= 8, switches
+    # each side waited about as long as the other worked
+    assert ta["waited_s"] > 0.05 and tb["waited_s"] > 0.05
+
+
+def test_a_side_whose_partner_skips_a_case_runs_it_alone_and_both_go_on(tmp_path):
+    """Role 1's case 0 fails before its loop: role 0 must not wait for it. The harness marks a
+    side's arrival at its next case (case<k>.<role>); here the side marks it itself."""
+    marker = tmp_path / "case1.1"
+    # the arrival at case 1 of the side that skipped case 0, as the harness's case barrier writes it
+    marker.write_text(str(time.time()))
+    a, b = run_pair(tmp_path, cases=2, steps=10, skip=("", "0"))
+    assert not a[0]["turns"]["partner_met"] and a[0]["turns"]["handovers"] == 0
+    assert [c["case"] for c in b] == [1]
+    assert a[1]["turns"]["partner_met"] and b[0]["turns"]["partner_met"]
+
+
+def test_a_side_that_ends_its_loop_early_frees_its_partner(tmp_path):
+    """Role 1 measures 3 steps, role 0 forty: after role 1 leaves, role 0 runs on alone."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    procs = []
+    for role, steps in ((0, 40), (1, 3)):
+        procs.append(subprocess.Popen([sys.executable, "-c", SIDE, str(tmp_path), str(role), "1", str(steps), "4", ""],
+                                      cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                                      preexec_fn=lambda: os.sched_setaffinity(0, {cpu})))
+    outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert len(outs[0][0]["spans"]) == 40 and len(outs[1][0]["spans"]) == 3
+
+
+@pytest.mark.parametrize("pairs, width, expected", [
+    ([("a", "b")], 2, [[0]]),                                   # the star of two sides: one pair at a time
+    ([("a", "b"), ("c", "d"), ("e", "f")], 2, [[0, 1], [2]]),   # a round-robin round: disjoint pairs, two at once
+    ([("a", "b"), ("a", "c"), ("b", "c")], 2, [[0], [1], [2]]),  # a star of three: every two share a side
+    ([("a", "b"), ("c", "d")], 1, [[0], [1]]),                  # across two CPUs: one pair at a time
+])
+def test_pairs_run_at_once_only_without_a_side_in_common(pairs, width, expected):
+    todo = [(f"p{i}", i, tuple({"sha": s} for s in pair)) for i, pair in enumerate(pairs)]
+    assert [[item[1] for item in wave] for wave in _waves(todo, width)] == expected
