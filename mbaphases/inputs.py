@@ -56,6 +56,8 @@ PINS_SCHEMA = {
         "duet_pairing": {"enum": ["star", "round-robin"]},
         # the two sides of a pair on one CPU, in turns (mbaphases.runner._run_duets)
         "duet_share_cpu": {"type": "boolean"},
+        # how long a side's turn lasts before it hands the CPU over (the entry's default: 200 ms)
+        "duet_turn_ms": {"type": "number", "exclusiveMinimum": 0},
         "profile_native": {"type": "boolean"},
         # py-spy's sampling rate for the profiled runs: lower where native unwinding of many
         # threads (a large framework) stalls the target at every sample

@@ -435,7 +435,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         only = [x["label"] for x in prior["sides"] if x["role"] != "baseline"]
         if prior.get("duet"):
             pins = {**pins, "duet_pairing": prior["duet"]["pairing"],
-                    "duet_share_cpu": bool(prior["duet"].get("share_cpu"))}
+                    "duet_share_cpu": bool(prior["duet"].get("share_cpu")), "duet_turn_ms": prior["duet"].get("turn_ms")}
     sides = resolve_sides(pins, repo_path, only)
     if prior is not None:
         resume_mod.check_sides(prior, sides)
@@ -454,6 +454,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     print(f"batch {batch}", file=out, flush=True)
     pairing = pins.get("duet_pairing", "star")
     share_cpu = bool(duet and pins.get("duet_share_cpu"))
+    if share_cpu and pins.get("duet_turn_ms"):
+        env["MBAPHASES_TURN_MS"] = str(pins["duet_turn_ms"])  # read by the entry (its Turns)
 
     def pairs_of(k: int, among: list[dict] = sides) -> list[tuple[dict, dict]]:
         return duet_pairs(among, pins.get("reference"), pairing, k)
@@ -483,7 +485,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
               "sides": [{k: x[k] for k in ("role", "label", "ref", "sha")} for x in sides], "runs": runs}
     if duet:
         record["duet"] = {"pairing": pairing, "pairs": [[a["label"], b["label"]] for a, b in pairs], "cpus": list(cpus),
-                          "share_cpu": share_cpu}
+                          "share_cpu": share_cpu, **({"turn_ms": pins["duet_turn_ms"]} if share_cpu and pins.get("duet_turn_ms") else {})}
     if until_decisive is not None:
         record["until_decisive"] = until_decisive
     attempts = (prior.get("attempts") or [{"started": started}]) if prior else []

@@ -2,6 +2,7 @@
 commit that moved a phase (mbaphases.find)."""
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ def add_parser(sub) -> None:
     f.add_argument("--machine", default=None,
                    help="asv machine name (default: <host>-<hardware fingerprint>-<profile>)")
     f.add_argument("--python", default=None, help="use this existing python instead of building environments")
-    f.add_argument("--duet", action="store_true", default=None,
+    f.add_argument("--duet", action=argparse.BooleanOptionalAction, default=None,
                    help="measure each step's points in duet pairs (mbaphases run --duet; "
                         "a signed-rank interval needs 5 pairs: --runs 5 or more)")
     f.add_argument("--field-repo", default=None, help="search the field's repository (URL or path)")

@@ -2,6 +2,7 @@
 until decisive."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -35,19 +36,20 @@ def add_parser(sub) -> None:
     r.add_argument("--max-runs", type=int, default=10, help="with --until-decisive: most runs per side (default 10)")
     r.add_argument("--budget-min", type=float, default=120.0,
                    help="with --until-decisive: no new round after this many minutes (default 120)")
-    r.add_argument("--duet", action="store_true", default=None,
+    r.add_argument("--duet", action=argparse.BooleanOptionalAction, default=None,
                    help="run sides in pairs at the same time, one CPU each, every pool at one thread, decided on the "
-                        "paired per-round ratios (default: pins 'duet', off); sides that carry a lock (a release, a field "
-                        "repository's commit) get an environment of their own, made once")
+                        "paired per-round ratios (default: pins 'duet', off; --no-duet: one side at a time whatever the "
+                        "pins say); sides that carry a lock (a release, a field repository's commit) get an environment "
+                        "of their own, made once")
     r.add_argument("--duet-pairing", choices=runner.PAIRINGS, default=None,
                    help="with --duet: 'star' pairs every candidate with the baseline and with the reference each "
                         "round; 'round-robin' runs every side once a round, every two meeting in turn (default: "
                         "pins 'duet_pairing', star)")
     r.add_argument("--duet-share-cpu", action="store_true", default=None,
                    help="with --duet: the two sides of a pair share one CPU, their collector loops taking turns of "
-                        "about 0.2 s (between steps, outside the timed parts), and each pair runs on every CPU at once, "
-                        "so interference that stays on one CPU hits both sides alike; needs the suite's collector "
-                        "entry (the published target; default: pins 'duet_share_cpu', off)")
+                        "about 0.2 s (between steps, outside the timed parts), so interference that stays on one CPU hits "
+                        "both sides alike; pairs without a side in common run at once, one per CPU; needs the suite's "
+                        "collector entry (the published target; default: pins 'duet_share_cpu', off)")
     r.add_argument("--resume", action="store_true",
                    help="if the newest batch of these pins on the machine was interrupted (or its command killed), "
                         "go on with it: its kept runs stay, only what its plan misses runs; otherwise a new batch")
