@@ -353,7 +353,9 @@ def run_entry(pins: dict) -> dict:
     write(Path(f"{stem}.meta.json"), json.dumps(meta, indent=2) + "\n")
     if os.environ.get("MBAPHASES_PROFILE_FUNCTIONS") == "1" and target is not None:
         # after the measured run has ended, in processes of their own: never a sample
-        profile_functions(pins, target, entry_rel, out_dir / "profile" / batch, env)
+        # alone: the pair's turns were the measured run's
+        alone = {k: v for k, v in env.items() if not k.startswith("MBAPHASES_TURN")}
+        profile_functions(pins, target, entry_rel, out_dir / "profile" / batch, alone)
     return {"run": k, "results": results, "errors": errors}
 
 
