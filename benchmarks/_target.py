@@ -309,12 +309,15 @@ def run_entry(pins: dict) -> dict:
             "version": pins_version(pins)}
     cmd = _entry_command(pins, entry_rel, stem)
     duet = duet_settings()
+    share_cpu = bool(duet and duet["share_cpu"])
     # a duet holds every pool to one thread: each side has one CPU of its own
     env = {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": "1" if duet else str(prof["torch_threads"]),
            **(DUET_THREADS if duet else {})}
-    if duet and duet["share_cpu"]:
-        # the two entries of the pair on one CPU, their collector loops in turns (the entry's Turns)
-        env.update(MBAPHASES_TURNS_DIR=duet["dir"], MBAPHASES_TURNS_ROLE=str(duet["role"]))
+    if share_cpu:
+        # the two entries of the pair on one CPU, their collector loops in turns: the entry loads the
+        # suite's protocol by its path (nothing of the suite in the side's environment)
+        env.update(MBAPHASES_TURNS_MODULE=str(SUITE_DIR / "mbaphases" / "turns.py"),
+                   MBAPHASES_TURNS_DIR=duet["dir"], MBAPHASES_TURNS_ROLE=str(duet["role"]))
     meta["command"] = cmd
     with hold_formal_run_lock(f"entry run {stem}") as lock:
         meta["lock"] = lock
@@ -336,7 +339,7 @@ def run_entry(pins: dict) -> dict:
     if "load_start" in meta:
         # a duet's partner holds the other CPU; sharing one CPU, the partner and the other pair hold the
         # whole machine by design, so nothing of it flags the run
-        partner = (1.0 if duet["share_cpu"] else 1.0 / max(1, os.cpu_count() or 1)) if duet else 0.0
+        partner = (1.0 if share_cpu else 1.0 / max(1, os.cpu_count() or 1)) if duet else 0.0
         meta["load_during"] = busy_during(meta["load_start"], meta["load_end"], partner)
     meta["returncode"] = proc.returncode
     meta["environment"] = env_now
@@ -348,7 +351,7 @@ def run_entry(pins: dict) -> dict:
         meta["environment"]["install"] = json.loads(install.read_text())
     write = suite_module("staging").write_text_atomic  # a run's files: complete, or not there
     write(Path(f"{stem}.log"), proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    results, errors = _case_outcomes(pins["cases"], Path(f"{stem}.json"), proc, bool(duet and duet["share_cpu"]))
+    results, errors = _case_outcomes(pins["cases"], Path(f"{stem}.json"), proc, share_cpu)
     meta["failed_cases"] = errors
     write(Path(f"{stem}.meta.json"), json.dumps(meta, indent=2) + "\n")
     if os.environ.get("MBAPHASES_PROFILE_FUNCTIONS") == "1" and target is not None:
@@ -439,7 +442,7 @@ def _entry_command(pins: dict, entry_rel: str | None, stem: Path) -> list[str]:
 
 
 NO_TURNS = ("the entry did not take turns with its partner on their shared CPU (--duet-share-cpu needs an entry "
-            "that reads MBAPHASES_TURNS_DIR: the suite's collector entry)")
+            "that loads MBAPHASES_TURNS_MODULE: mbaphases/turns.py)")
 
 
 def _case_outcomes(cases: list[str], out_json: Path, proc, turns_expected: bool = False) -> tuple[dict, dict]:

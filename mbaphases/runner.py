@@ -282,44 +282,51 @@ def _run_duets(base, conf, conf_path, suite_dir, pairs_of, rounds, first_round, 
     CPUs' roles swapped every round), every pool at one thread, each case started together with
     the partner's (a barrier in the benchmark), so the host's interference hits both alike.
     ``share_cpu``: the two sides of a pair share one CPU instead, their collector loops in turns
-    (the entry's Turns), so interference that stays on one CPU hits both alike; pairs without a
-    side in common run at once, one per CPU (one side's two runs at once would race in asv's store).
+    (mbaphases/turns.py), so interference that stays on one CPU hits both alike; pairs without a
+    side in common run at once, one per CPU, a round's last beside the next round's first (one
+    side's two runs at once would race in asv's store).
     ``pythons``: each side's python (commit -> path). A resumed batch (``attempt`` > 0) skips the
     ``done`` pairs; its pairs get ids and barriers of their own (an interrupted pair's markers
     must not release the new one)."""
     cpus = duet_cpus()
     rc = 0
+    # sharing a CPU, a wave may hold pairs of two rounds: a round's last pair runs beside the next
+    # round's first instead of leaving a CPU idle (a round-robin of six sides has three pairs a round)
+    todo, pair_count = [], {}
     for k in range(first_round, first_round + rounds):
         pairs = pairs_of(k)
-        todo = [(f"r{k + 1}p{i + 1}", i, pair) for i, pair in enumerate(pairs) if f"r{k + 1}p{i + 1}" not in done]
-        worktrees = _worktrees(suite_dir, repo_path, sorted({x["sha"] for _, _, pair in todo for x in pair}))
-        for wave in _waves(todo, len(cpus) if share_cpu else 1):
-            started = []  # (process, its pair's barrier, its role)
-            try:
-                for j, (name, i, pair) in enumerate(wave):
-                    ordered = pair if k % 2 == 0 else pair[::-1]
-                    name += f".{attempt}" if attempt else ""
-                    barrier = suite_dir / ".asv" / "duet" / batch / name
-                    for role, x in enumerate(ordered):
-                        if started:
-                            _until_at_barrier(*started[-1])
-                        cpu = cpus[(j + k) % len(cpus)] if share_cpu else cpus[role]
-                        cmd = _existing_command(base, conf, conf_path, suite_dir, x["sha"], pythons[x["sha"]])
-                        print(f"[duet round {k + 1}, pair {i + 1}/{len(pairs)}] CPU {cpu}"
-                              + (f" shared, turn {role + 1}" if share_cpu else "") + f": {names[x['sha']]}",
-                              file=out, flush=True)
-                        proc = processes.start(cmd, suite_dir, {
-                            **env, "MBAPHASES_TARGET_DIR": str(worktrees / x["sha"]), "MBAPHASES_COMMIT": x["sha"],
-                            "MBAPHASES_DUET_DIR": str(barrier), "MBAPHASES_DUET_PAIR": f"{batch}/{name}",
-                            "MBAPHASES_DUET_ROLE": str(role), "MBAPHASES_DUET_CPU": str(cpu),
-                            "MBAPHASES_DUET_PARTNER": ordered[1 - role]["sha"], "MBAPHASES_DUET_ROUND": str(k + 1),
-                            **({"MBAPHASES_DUET_SHARE_CPU": "1"} if share_cpu else {})}, cpu=cpu)
-                        started.append((proc, barrier, role))
-            except BaseException:
-                processes.end_all([p for p, _, _ in started])  # interrupted while a side waits for the next's start
-                raise
-            codes = _wait_pairs(started)
-            rc = rc or max(codes)
+        pair_count[k] = len(pairs)
+        todo += [(f"r{k + 1}p{i + 1}", i, pair, k) for i, pair in enumerate(pairs) if f"r{k + 1}p{i + 1}" not in done]
+    worktrees = _worktrees(suite_dir, repo_path, sorted({x["sha"] for item in todo for x in item[2]}))
+    waves = _waves(todo, len(cpus)) if share_cpu else [[item] for item in todo]
+    for w, wave in enumerate(waves):
+        started = []  # (process, its pair's barrier, its role)
+        try:
+            for j, (name, i, pair, k) in enumerate(wave):
+                pairs_in_round = pair_count[k]
+                ordered = pair if k % 2 == 0 else pair[::-1]
+                name += f".{attempt}" if attempt else ""
+                barrier = suite_dir / ".asv" / "duet" / batch / name
+                for role, x in enumerate(ordered):
+                    if started:
+                        _until_at_barrier(*started[-1])
+                    cpu = cpus[(j + w) % len(cpus)] if share_cpu else cpus[role]
+                    cmd = _existing_command(base, conf, conf_path, suite_dir, x["sha"], pythons[x["sha"]])
+                    print(f"[duet round {k + 1}, pair {i + 1}/{pairs_in_round}] CPU {cpu}"
+                          + (f" shared, turn {role + 1}" if share_cpu else "") + f": {names[x['sha']]}",
+                          file=out, flush=True)
+                    proc = processes.start(cmd, suite_dir, {
+                        **env, "MBAPHASES_TARGET_DIR": str(worktrees / x["sha"]), "MBAPHASES_COMMIT": x["sha"],
+                        "MBAPHASES_DUET_DIR": str(barrier), "MBAPHASES_DUET_PAIR": f"{batch}/{name}",
+                        "MBAPHASES_DUET_ROLE": str(role), "MBAPHASES_DUET_CPU": str(cpu),
+                        "MBAPHASES_DUET_PARTNER": ordered[1 - role]["sha"], "MBAPHASES_DUET_ROUND": str(k + 1),
+                        **({"MBAPHASES_DUET_SHARE_CPU": "1"} if share_cpu else {})}, cpu=cpu)
+                    started.append((proc, barrier, role))
+        except BaseException:
+            processes.end_all([p for p, _, _ in started])  # interrupted while a side waits for the next's start
+            raise
+        codes = _wait_pairs(started)
+        rc = rc or max(codes)
     return rc
 
 
@@ -455,7 +462,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     pairing = pins.get("duet_pairing", "star")
     share_cpu = bool(duet and pins.get("duet_share_cpu"))
     if share_cpu and pins.get("duet_turn_ms"):
-        env["MBAPHASES_TURN_MS"] = str(pins["duet_turn_ms"])  # read by the entry (its Turns)
+        env["MBAPHASES_TURN_MS"] = str(pins["duet_turn_ms"])  # read by the entry's turns (mbaphases/turns.py)
 
     def pairs_of(k: int, among: list[dict] = sides) -> list[tuple[dict, dict]]:
         return duet_pairs(among, pins.get("reference"), pairing, k)

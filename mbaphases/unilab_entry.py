@@ -32,6 +32,7 @@ import json
 import math
 import os
 import platform
+import runpy
 import sys
 import tempfile
 import time
@@ -322,105 +323,19 @@ def make_env(era: Era, cfg, algo: str, seed: int):
     return env
 
 
-# Sharing one CPU with a partner entry (mbaphases run --duet --duet-share-cpu): the suite's harness
-# names the pair's folder and this side's role; the two entries then run their collector loops in
-# turns of about TURN_MS each, passing a token through two FIFOs between steps (never inside a
-# timed step), so whatever slows the CPU for longer than a turn slows both sides alike.
-TURNS_DIR_ENV, TURNS_ROLE_ENV, TURN_MS_ENV = "MBAPHASES_TURNS_DIR", "MBAPHASES_TURNS_ROLE", "MBAPHASES_TURN_MS"
-DEFAULT_TURN_MS = 200.0
+# Sharing one CPU with a partner entry (mbaphases run --duet-share-cpu): the harness names the
+# suite's turn protocol (mbaphases/turns.py, standard library only) by its path, so the side's
+# environment needs nothing of the suite; without it the loop runs alone.
+TURNS_MODULE_ENV = "MBAPHASES_TURNS_MODULE"
 
 
-class Turns:
-    """This side's half of the token protocol. Per case: both arrive at the loop (or the partner
-    is past it: its next case began, or its process ended), role 0 goes first, and each side hands
-    the token over once its turn has lasted ``turn_ms`` and waits for it back. A side that leaves
-    its loop (done, or failed) says so and hands the token over for good."""
-
-    def __init__(self, folder: str, role: int, turn_ms: float):
-        import select
-
-        self._select = select.select
-        self.folder, self.role, self.turn_s = Path(folder), role, turn_ms / 1000.0
-        self.other = 1 - role
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fds = []
-        for r in (role, self.other):
-            fifo = self.folder / f"turn.{r}"
-            try:
-                os.mkfifo(fifo)
-            except FileExistsError:
-                pass
-            fds.append(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))  # O_RDWR: opening never waits for the partner
-        self.mine, self.theirs = fds
-        self.case = -1
-        self.alone = True
-        self.turn_started = 0.0
-        self.handovers = 0
-        self.waited_s = 0.0
-
-    def _partner_gone(self) -> bool:
-        return any((self.folder / name).exists() for name in
-                   (f"out{self.case}.{self.other}", f"case{self.case + 1}.{self.other}", f"ended.{self.other}"))
-
-    def begin(self, case_index: int) -> None:
-        """Before the case's loop (its priming step): meet the partner there."""
-        self.case, self.handovers, self.waited_s, self.met = case_index, 0, 0.0, False
-        (self.folder / f"loop{case_index}.{self.role}").write_text(str(time.time()))
-        while not (self.folder / f"loop{case_index}.{self.other}").exists():
-            if self._partner_gone():
-                self.alone = True
-                return
-            time.sleep(0.002)
-        self.alone = False
-        self.met = True
-        if self.role == 1:
-            self._wait()
-        self.turn_started = time.perf_counter()
-
-    def between_steps(self) -> None:
-        """After a step: hand the token over once this turn has lasted long enough."""
-        if self.alone or time.perf_counter() - self.turn_started < self.turn_s:
-            return
-        if (self.folder / f"out{self.case}.{self.other}").exists():
-            self.alone = True
-            return
-        os.write(self.theirs, bytes([self.case % 256]))
-        self.handovers += 1
-        self._wait()
-        self.turn_started = time.perf_counter()
-
-    def _wait(self) -> None:
-        started = time.perf_counter()
-        while True:
-            if self._select([self.mine], [], [], 0.05)[0]:
-                try:
-                    data = os.read(self.mine, 64)
-                except BlockingIOError:
-                    continue
-                if self.case % 256 in data:  # a token of an earlier case is stale
-                    break
-            elif (self.folder / f"ended.{self.other}").exists():
-                self.alone = True
-                break
-        self.waited_s += time.perf_counter() - started
-
-    def end(self) -> dict:
-        """After the case's loop, however it ended: the partner runs on alone."""
-        (self.folder / f"out{self.case}.{self.role}").write_text(str(time.time()))
-        os.write(self.theirs, bytes([self.case % 256]))
-        return {"role": self.role, "turn_ms": self.turn_s * 1000.0, "partner_met": self.met,
-                "handovers": self.handovers, "waited_s": round(self.waited_s, 3)}
-
-
-def turns_from_env() -> Turns | None:
-    folder = os.environ.get(TURNS_DIR_ENV)
-    if not folder:
-        return None
-    return Turns(folder, int(os.environ[TURNS_ROLE_ENV]), float(os.environ.get(TURN_MS_ENV, DEFAULT_TURN_MS)))
+def turns_from_env():
+    path = os.environ.get(TURNS_MODULE_ENV)
+    return runpy.run_path(path)["from_env"]() if path else None
 
 
 def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_steps: int, seed: int,
-             turns: Turns | None = None, case_index: int = 0) -> dict:
+             turns=None, case_index: int = 0) -> dict:
     """The active window over ``warmup + measure`` vector steps, with pre-generated actions."""
     import numpy as np
     import torch
@@ -463,7 +378,7 @@ def run_case(era: Era, env, num_envs: int, warmup: int, measure: int, replay_ste
             "turns": turn_record}
 
 
-def collect(env, actions: list, replay, split_obs, timeout_mask, warmup: int, num_envs: int, turns: Turns | None = None):
+def collect(env, actions: list, replay, split_obs, timeout_mask, warmup: int, num_envs: int, turns=None):
     """The collector's loop: a priming step, then ``len(actions) - 1`` vector steps, the last
     ``len(actions) - 1 - warmup`` of them recorded. One function of its own, so a profile's
     window is exactly this loop (mbaphases.profiles)."""

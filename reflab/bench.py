@@ -15,6 +15,7 @@ import io
 import json
 import math
 import os
+import runpy
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +24,7 @@ from reflab import CONF_DIR
 from reflab.sim import BACKENDS, canonical_backend
 
 BENCHMARK = "offpolicy_collector_active"
+TURNS_MODULE_ENV = "MBAPHASES_TURNS_MODULE"  # set by the suite's harness for a duet on one CPU
 DEFINITION = (
     "Collector active window: per recorded vector step, env_step (physics, observations, rewards, "
     "terminations, auto-reset with terminal observations) + replay (observation casting, terminal "
@@ -239,6 +241,8 @@ def case_result(case, cfg, env, samples, cpu_pct, collector, warmup, measure, re
         "physics_ms_per_vector_step": timing_stats(ms["physics_ms"]),
         "env_step_overhead_ms_per_vector_step": timing_stats(overhead),
         "cpu_util_pct": cpu_pct,
+        # sharing the CPU with a duet partner: the turns taken (None: the loop ran alone)
+        "turns": collector.turns_record,
         "diverged_env_resets": env.backend.diverged_count,
         "completed_episodes": collector.completed_episodes,
         "notes": [f"runtime={runtime}", f"physics threads={cfg.sim.nthread}",
@@ -307,6 +311,13 @@ def _write_or_keep(path: str, text: str) -> None:
         raise UsageError(f"cannot write {path} ({e.strerror}); the results are kept in {keep}") from None
 
 
+def turns_from_env():
+    """The suite's turn protocol where a duet partner shares this CPU: the harness names the file
+    (standard library only) so that this environment needs nothing of the suite."""
+    path = os.environ.get(TURNS_MODULE_ENV)
+    return runpy.run_path(path)["from_env"]() if path else None
+
+
 def run(argv=None) -> int:
     args = build_parser().parse_args(argv)
     for name in ("num_envs", "measure_steps", "replay_capacity_steps"):
@@ -338,6 +349,7 @@ def run(argv=None) -> int:
     from reflab.collector import run_collector
 
     torch.set_num_threads(threads)
+    turns = turns_from_env()
     results, errors = [], []
     for case, cfg in configs.items():
         command = (f"python -m reflab.bench --cases {case} --num-envs {args.num_envs} --warmup-steps "
@@ -348,7 +360,8 @@ def run(argv=None) -> int:
               file=sys.stderr, flush=True)
         try:
             env, samples, cpu_pct, collector = run_collector(cfg, args.warmup_steps, args.measure_steps,
-                                                             args.replay_capacity_steps)
+                                                             args.replay_capacity_steps, turns,
+                                                             len(results) + len(errors))
         except Exception as e:  # a failing case is reported, never dropped
             if not args.continue_on_error:
                 print(f"error: case {case} failed: {type(e).__name__}: {e}", file=sys.stderr)
@@ -373,7 +386,9 @@ def run(argv=None) -> int:
         "errors": errors,
         "provenance": {"seed": args.seed, "torch_threads": threads, "versions": provenance.package_versions(),
                        "host": provenance.host(), "thread_env": provenance.thread_env(),
-                       "git": provenance.git_state(Path.cwd())},
+                       "git": provenance.git_state(Path.cwd()),
+                       # sharing the CPU with a duet partner in turns (None: the CPUs it had were its own)
+                       "turns": None if turns is None else {"role": turns.role, "turn_ms": turns.turn_s * 1000.0}},
     }
     _write_or_keep(args.out_json, json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n")
     if args.out_csv:

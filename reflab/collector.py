@@ -97,6 +97,7 @@ class Collector:
         self.completed_return_sum = 0.0
         self.completed_term_sums = np.zeros(len(env.reward_term_names))
         self.rng = np.random.default_rng(seed)
+        self.turns_record = None  # the turns taken with a duet partner on this CPU, if any
 
     def make_actions(self, steps: int) -> np.ndarray:
         env = self.env
@@ -136,12 +137,16 @@ class Collector:
         t3 = time.perf_counter_ns()
         return t1 - t0, t2 - t1, t3 - t2
 
-    def run(self, warmup_steps: int, measure_steps: int) -> tuple[PhaseSamples, float]:
+    def run(self, warmup_steps: int, measure_steps: int, turns=None) -> tuple[PhaseSamples, float]:
         """Warm up, then record ``measure_steps`` steps. Returns the samples and
-        the process CPU utilisation (%) over the recorded window."""
+        the process CPU utilisation (%) over the recorded window. With ``turns``
+        (a duet partner on this CPU) the loop hands the CPU over between steps,
+        after every timer of the step."""
+        between_steps = turns.between_steps if turns is not None else (lambda: None)
         actions = self.make_actions(warmup_steps + measure_steps)
         for k in range(warmup_steps):
             self.step(actions[k])
+            between_steps()
         samples = PhaseSamples(measure_steps)
         ms, t = samples.ms, self.env.timings
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -169,6 +174,7 @@ class Collector:
             ms["env_step_internal_gap_ms"][k] = (t.total_ns - parts) / 1e6
             ms["physics_ms"][k] = t.physics_ns / 1e6
             ms["reset_done_count"][k] = t.reset_done_count
+            between_steps()
         wall = time.perf_counter() - wall0
         cpu_pct = 100.0 * (time.process_time() - cpu0) / wall if wall > 0 else float("nan")
         return samples, cpu_pct
@@ -186,12 +192,21 @@ def timing_stats(values: np.ndarray) -> dict:
     }
 
 
-def run_collector(cfg, warmup_steps: int, measure_steps: int, replay_capacity_steps: int) -> tuple[VecEnv, PhaseSamples, float, Collector]:
+def run_collector(cfg, warmup_steps: int, measure_steps: int, replay_capacity_steps: int, turns=None,
+                  case_index: int = 0) -> tuple[VecEnv, PhaseSamples, float, Collector]:
+    """One case's collector. ``turns``: the suite's turn protocol (mbaphases/turns.py), met at the
+    priming step and left however the loop ends; its record is ``collector.turns_record``."""
     env = make_env(cfg)
     try:
         collector = Collector(env, replay_capacity_steps, int(cfg.seed))
-        collector.step(collector.make_actions(1)[0])  # priming step, outside the window
-        samples, cpu_pct = collector.run(warmup_steps, measure_steps)
+        if turns is not None:
+            turns.begin(case_index)
+        try:
+            collector.step(collector.make_actions(1)[0])  # priming step, outside the window
+            samples, cpu_pct = collector.run(warmup_steps, measure_steps, turns)
+        finally:
+            if turns is not None:
+                collector.turns_record = turns.end()
     finally:
         env.close()
     return env, samples, cpu_pct, collector

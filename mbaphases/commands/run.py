@@ -46,10 +46,11 @@ def add_parser(sub) -> None:
                         "round; 'round-robin' runs every side once a round, every two meeting in turn (default: "
                         "pins 'duet_pairing', star)")
     r.add_argument("--duet-share-cpu", action="store_true", default=None,
-                   help="with --duet: the two sides of a pair share one CPU, their collector loops taking turns of "
-                        "about 0.2 s (between steps, outside the timed parts), so interference that stays on one CPU hits "
-                        "both sides alike; pairs without a side in common run at once, one per CPU; needs the suite's "
-                        "collector entry (the published target; default: pins 'duet_share_cpu', off)")
+                   help="with --duet: the two sides of a pair share one CPU, their collector loops taking turns "
+                        "(pins 'duet_turn_ms', default 200 ms; between steps, outside the timed parts), so interference "
+                        "that stays on one CPU hits both sides alike; pairs without a side in common run at once, one "
+                        "per CPU; needs an entry that takes turns (mbaphases/turns.py: the suite's collector entry and "
+                        "the demo target's do; default: pins 'duet_share_cpu', off)")
     r.add_argument("--resume", action="store_true",
                    help="if the newest batch of these pins on the machine was interrupted (or its command killed), "
                         "go on with it: its kept runs stay, only what its plan misses runs; otherwise a new batch")

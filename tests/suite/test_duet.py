@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from test_suite_asv import ROOT, make_suite, run_mbaphases
+from test_suite_asv import ROOT, git, make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
 
@@ -103,11 +103,21 @@ def test_round_robin_duets_run_each_side_once_a_round_and_every_two_meet(tmp_pat
 
 
 def test_sharing_a_cpu_needs_an_entry_that_takes_turns(tmp_path):
-    """The demo target's entry runs its loop without turns: beside its partner on one CPU, not in
+    """An entry that runs its loop without turns (here the demo target's entry with its hook for the
+    protocol renamed away, as a user's own entry may be): beside its partner on one CPU, not in
     turns, so every case of every run is a failed case naming why (never a measurement)."""
-    suite = make_suite(tmp_path, "mba-dev")
-    generate(suite / "demo-target")
-    text = (suite / "pins.toml").read_text()
+    suite = make_suite(tmp_path, "mba-dev-own")
+    repo = suite / "demo-target"
+    generate(repo)
+    bench = repo / "src" / "reflab" / "bench.py"
+    for branch in ("main", "mba-dev"):
+        git(repo, "checkout", "-q", "-b", f"{branch}-own", branch)
+        text = bench.read_text()
+        assert 'TURNS_MODULE_ENV = "MBAPHASES_TURNS_MODULE"' in text
+        bench.write_text(text.replace('TURNS_MODULE_ENV = "MBAPHASES_TURNS_MODULE"', 'TURNS_MODULE_ENV = "NO_TURNS_HERE"'))
+        git(repo, "commit", "-qam", "an entry of its own, without turns")
+    git(repo, "checkout", "-q", "main")
+    text = (suite / "pins.toml").read_text().replace('ref = "main"', 'ref = "main-own"')
     head, rest = text.split("cases = [", 1)
     (suite / "pins.toml").write_text(head + 'cases = ["sac/g1_walk_flat/mujoco"]' + rest[rest.index("]") + 1:])
     p = run_mbaphases(suite, "run", "--duet-share-cpu", "--profile", "tiny", "--runs", "1", "--sides", "MBA dev",

@@ -1,7 +1,7 @@
-"""Two entries sharing one CPU in turns (mbaphases run --duet-share-cpu): the suite's collector
-entry's token protocol, run by real processes pinned to one CPU, each doing real work per step;
-and how a shared-CPU duet groups its pairs. No framework needed: the protocol is the entry's own
-standard-library code."""
+"""Two entries sharing one CPU in turns (mbaphases run --duet-share-cpu): the suite's token
+protocol (mbaphases/turns.py), run by real processes pinned to one CPU, each doing real work per
+step; the reference target's entry taking turns with real physics; and how a shared-CPU duet
+groups its pairs. No framework needed: the protocol is standard-library code."""
 import json
 import os
 import subprocess
@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # handing the token over between steps; every step's start and end and the turns' record printed
 SIDE = r"""
 import json, sys, time
-from mbaphases.unilab_entry import Turns
+from mbaphases.turns import Turns
 folder, role, cases, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 work_ms, skip = float(sys.argv[5]), sys.argv[6]
 turns = Turns(folder, role, 20.0)
@@ -97,6 +97,47 @@ def test_a_side_that_ends_its_loop_early_frees_its_partner(tmp_path):
                                       preexec_fn=lambda: os.sched_setaffinity(0, {cpu})))
     outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert len(outs[0][0]["spans"]) == 40 and len(outs[1][0]["spans"]) == 3
+
+
+def test_the_reference_entry_takes_turns_when_the_harness_names_the_protocol(tmp_path):
+    """The demo target's entry (reflab.bench), two of it on one CPU as a shared-CPU duet runs them:
+    each loads the protocol from the path the harness gives, meets its partner at each case's loop
+    and hands the CPU over between steps; the JSON says so per case and in its provenance."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    folder = tmp_path / "pair"
+    procs = []
+    for role in (0, 1):
+        env = {**os.environ, "MBAPHASES_TURNS_MODULE": os.path.join(ROOT, "mbaphases", "turns.py"),
+               "MBAPHASES_TURNS_DIR": str(folder), "MBAPHASES_TURNS_ROLE": str(role), "MBAPHASES_TURN_MS": "2",
+               "UNILAB_COLLECTOR_TORCH_THREADS": "1"}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "reflab.bench", "--cases", "sac/g1_walk_flat/mujoco,sac/g1_walk_flat/motrix",
+             "--num-envs", "8", "--warmup-steps", "2", "--measure-steps", "30", "--replay-capacity-steps", "4",
+             "--override", "sim.nthread=1", "--out-json", str(tmp_path / f"r{role}.json")],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: os.sched_setaffinity(0, {cpu})))
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-2000:]
+    for role in (0, 1):
+        doc = json.loads((tmp_path / f"r{role}.json").read_text())
+        assert doc["provenance"]["turns"] == {"role": role, "turn_ms": 2.0}
+        assert len(doc["results"]) == 2
+        for r in doc["results"]:
+            t = r["turns"]
+            assert t["role"] == role and t["partner_met"], t
+            assert t["handovers"] >= 3 and t["waited_s"] > 0, t  # 32 steps in turns of 2 ms: several handovers
+
+
+def test_the_reference_entry_runs_alone_without_the_protocol(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MBAPHASES_TURN")}
+    p = subprocess.run([sys.executable, "-m", "reflab.bench", "--cases", "sac/g1_walk_flat/mujoco", "--num-envs", "8",
+                        "--warmup-steps", "1", "--measure-steps", "3", "--replay-capacity-steps", "4",
+                        "--out-json", str(tmp_path / "r.json")], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["provenance"]["turns"] is None and doc["results"][0]["turns"] is None
 
 
 @pytest.mark.parametrize("pairs, width, expected", [
