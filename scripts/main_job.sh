@@ -16,13 +16,12 @@ set +e
 # 4 runs a side, then (2 planned looks at 95% each) one more round for the sides still open, or
 # one replacement round for runs another process disturbed (the budget counts from the batch's
 # start, so it must outlast the pinned rounds); one profiled run per side and case, outside the
-# measured runs, for the function table. With two CPUs or more, duet rounds: two sides at a time,
-# one CPU each, every side once a round (round-robin): half the wall time of solo runs, and the
-# report compares the sides through every pair's time slot, which the host's slowdowns on a shared
-# 2-core VM hit alike (docs/noise.md). --resume: after an interrupted job, the
-# run goes on with its batch (its kept runs stay; only what they miss runs)
-duet=()
-if [ "$(nproc)" -ge 2 ]; then duet=(--duet --duet-pairing round-robin); fi
+# measured runs, for the function table. Duet rounds, each pair's two sides on one CPU with their
+# collector loops taking turns (between steps, outside the timed parts), so a slowdown of that CPU
+# hits both alike; every side once a round (round-robin), pairs without a side in common at once,
+# one per CPU (docs/noise.md). --resume: after an interrupted job, the run goes on with its batch
+# (its kept runs stay; only what they miss runs)
+duet=(--duet --duet-share-cpu --duet-pairing round-robin)
 mbaphases run --resume --profile-functions --until-decisive --max-runs 5 --budget-min 30 "${duet[@]}" "$@"
 run_status=$?
 set -e
