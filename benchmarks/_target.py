@@ -483,6 +483,18 @@ def case_slug(case: str) -> str:
     return case.replace("/", "__")
 
 
+def profile_side() -> None:
+    """One side's function profiles alone, outside every measured run (the runner's profile wave
+    after a shared-CPU duet's rounds, mbaphases.runner), with the measured runs' settings: every
+    pool at one thread, the entry on its one CPU, no partner."""
+    pins = load_pins()
+    target, entry_rel = target_dir()
+    out = (Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs") / machine_name()
+           / os.environ["MBAPHASES_COMMIT"] / "profile" / os.environ["MBAPHASES_BATCH"])
+    env = {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": "1", **DUET_THREADS}
+    profile_functions(pins, target, entry_rel, out, env)
+
+
 def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: dict) -> None:
     """One extra entry run per case under the sampling profiler (py-spy, raw folded stacks, with
     native frames where py-spy can read them, subprocesses followed, idle samples kept so the main

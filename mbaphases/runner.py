@@ -383,6 +383,31 @@ def _until_at_barrier(proc, barrier: Path, role: int, timeout_s: float = 900.0) 
         time.sleep(0.1)
 
 
+def _profile_wave(suite_dir: Path, repo_path: Path, sides: list[dict], pythons: dict, env: dict, machine_dir: Path,
+                  batch: str, names: dict, out) -> int:
+    """The function profiles of the sides not yet profiled in this batch, each alone on one CPU, as
+    many at once as there are CPUs; no measured run is running meanwhile."""
+    todo = [x for x in sides if not (machine_dir / x["sha"] / "profile" / batch / "profile.json").exists()]
+    if not todo:
+        return 0
+    cpus = duet_cpus()
+    worktrees = _worktrees(suite_dir, repo_path, [x["sha"] for x in todo])
+    codes = []
+    for i in range(0, len(todo), len(cpus)):
+        started = []
+        try:
+            for cpu, x in zip(cpus, todo[i:i + len(cpus)]):
+                print(f"[profile] CPU {cpu}: {names[x['sha']]}", file=out, flush=True)
+                cmd = [pythons[x["sha"]], "-c", "from benchmarks._target import profile_side; profile_side()"]
+                started.append(processes.start(cmd, suite_dir, {
+                    **env, "MBAPHASES_TARGET_DIR": str(worktrees / x["sha"]), "MBAPHASES_COMMIT": x["sha"]}, cpu=cpu))
+        except BaseException:
+            processes.end_all(started)
+            raise
+        codes += processes.wait_all(started)
+    return max(codes)
+
+
 def _wait_pairs(started: list[tuple]) -> list[int]:
     """Every side of the wave's pairs to its end; each side's end is marked in its pair's folder,
     so a partner that failed early is not waited for at every case."""
@@ -505,11 +530,20 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     _write_record(raw_dir / machine, {**record, "state": "running"})
     planned = sum(sum(runs_in(k).values()) for k in range(until_decisive["max_runs"] if until_decisive else runs))
 
+    # sharing a CPU, the function profiles wait for the rounds' end (a pair's two profiles would share
+    # its CPU while the other pair's CPU could sit idle), then run two sides at once, one CPU each
+    profile_later = share_cpu and profile_functions
+    rounds_env = {k: v for k, v in env.items() if k != "MBAPHASES_PROFILE_FUNCTIONS"} if profile_later else env
+
     def rounds_of(order: list[str], count: int, first: int, tag: str, skip: set[str] = frozenset()) -> int:
         if duet:
             among = [x for x in sides if x["sha"] in order]
-            return _run_duets(base, conf, conf_path, suite_dir, lambda k: pairs_of(k, among), count, first, env, pythons,
-                              repo_path, names, out, batch, skip, len(record["attempts"]) - 1, share_cpu)
+            code = _run_duets(base, conf, conf_path, suite_dir, lambda k: pairs_of(k, among), count, first, rounds_env,
+                              pythons, repo_path, names, out, batch, skip, len(record["attempts"]) - 1, share_cpu)
+            if profile_later:
+                code = _profile_wave(suite_dir, repo_path, among, pythons, env, raw_dir / machine, batch, names,
+                                     out) or code
+            return code
         return _run_round(base, conf, conf_path, suite_dir, order, count, env, python, repo_path, names, out, tag)
 
     try:

@@ -77,6 +77,29 @@ def test_an_aa_duet_runs_in_pairs_on_two_cpus_and_never_fails(aa, tmp_path):
     assert batch["duet"]["pairs"] == [["main direct", "main again"]]
 
 
+def test_the_demo_entries_share_a_cpu_in_turns_and_are_profiled_after_the_rounds(aa, tmp_path):
+    """--duet-share-cpu on the demo target (the A/A's sides): each pair on one CPU, every case of
+    every run measured in turns with its partner; the function profiles run after the last round,
+    never beside a measured run."""
+    suite, _ = aa
+    p = run_mbaphases(suite, "run", "--duet-share-cpu", "--profile", "tiny", "--runs", "2", "--profile-functions",
+                      "--machine", "sharebox")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    machine = suite / "raw-runs" / "sharebox"
+    metas = [json.loads(m.read_text()) for m in machine.glob("*/run*.meta.json")]
+    assert len(metas) == 4
+    for m in metas:
+        assert m["duet"]["share_cpu"] and not m["failed_cases"], m["failed_cases"]
+        doc = json.loads((machine / m["commit"] / f"run{m['run']}.json").read_text())
+        assert doc["provenance"]["turns"]["role"] == m["duet"]["role"]
+        assert [r["turns"]["partner_met"] for r in doc["results"]] == [True] * len(CASES)
+    records = [json.loads(r.read_text()) for r in machine.glob("*/profile/*/profile.json")]
+    assert len(records) == 2, "each side profiled once"
+    for r in records:
+        assert all(row.get("returncode") == 0 for row in r["cases"].values()), r["cases"]
+        assert r["started"] >= max(m["ended"] for m in metas), "profiles run after the measured rounds"
+
+
 def test_round_robin_duets_run_each_side_once_a_round_and_every_two_meet(tmp_path):
     suite = make_suite(tmp_path, "mba-dev")
     (suite / "pins.toml").write_text((ROOT / "pins.toml").read_text())  # the demo's six sides
