@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from mbaphases.staging import DEFERRED, held_signals
+
 GRACE_S = 5.0
 
 
@@ -56,28 +58,42 @@ def end_session(sid: int, grace_s: float = GRACE_S) -> list[int]:
     return found
 
 
-def start(cmd: list[str], cwd, env: dict, cpu: int | None = None) -> subprocess.Popen:
+def start(cmd: list[str], cwd, env: dict, cpu: int | None = None, into: list | None = None) -> subprocess.Popen:
     """``cmd`` in a session of its own (on ``cpu`` alone when given: its children inherit it), with
-    its watcher."""
-    # the watcher first: the session is watched from the moment it exists
-    watcher = subprocess.Popen([sys.executable, "-m", "mbaphases.processes"], stdin=subprocess.PIPE,
-                               start_new_session=True, cwd=Path(__file__).resolve().parents[1])
-    preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-    try:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, preexec_fn=preexec)
-    except BaseException:
-        watcher.stdin.close()
-        watcher.wait()
-        raise
-    watcher.stdin.write(f"{proc.pid}\n".encode())
-    watcher.stdin.flush()
-    proc.watcher = watcher
+    its watcher, appended to ``into`` (the caller's list of what to end). An interrupt (Ctrl-C,
+    SIGTERM, SIGHUP) arriving meanwhile waits until the process is watched and in that list: raised
+    between the start and the list, it would leave a run going that nothing ends."""
+    def child() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, DEFERRED)  # the child takes its signals again
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+
+    with held_signals():
+        # the watcher first: the session is watched from the moment it exists
+        watcher = subprocess.Popen([sys.executable, "-m", "mbaphases.processes"], stdin=subprocess.PIPE,
+                                   start_new_session=True, cwd=Path(__file__).resolve().parents[1], preexec_fn=child)
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, preexec_fn=child)
+        except BaseException:
+            watcher.stdin.close()
+            watcher.wait()
+            raise
+        watcher.stdin.write(f"{proc.pid}\n".encode())
+        watcher.stdin.flush()
+        proc.watcher = watcher
+        if into is not None:
+            into.append(proc)
     return proc
 
 
 def run(cmd: list[str], cwd, env: dict) -> int:
     """``cmd`` to its end; then nothing of its session is left, on every exit path."""
-    return wait_all([start(cmd, cwd, env)])[0]
+    started: list[subprocess.Popen] = []
+    try:
+        start(cmd, cwd, env, into=started)
+        return started[0].wait()
+    finally:
+        end_all(started)
 
 
 def wait_all(procs: list[subprocess.Popen]) -> list[int]:

@@ -7,6 +7,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -184,6 +185,8 @@ class Progress:
                 f"{state['case']} | elapsed {_mmss(elapsed)}{eta}")
 
     def _loop(self):
+        # the run's signals go to the main thread only, where processes.start can hold them
+        signal.pthread_sigmask(signal.SIG_BLOCK, staging.DEFERRED)
         while not self._stop.wait(2.0):
             text = self.line()
             if text:
@@ -300,7 +303,7 @@ def _run_duets(base, conf, conf_path, suite_dir, pairs_of, rounds, first_round, 
     worktrees = _worktrees(suite_dir, repo_path, sorted({x["sha"] for item in todo for x in item[2]}))
     waves = _waves(todo, len(cpus)) if share_cpu else [[item] for item in todo]
     for w, wave in enumerate(waves):
-        started = []  # (process, its pair's barrier, its role)
+        started, procs = [], []  # (process, its pair's barrier, its role); every process started
         try:
             for j, (name, i, pair, k) in enumerate(wave):
                 pairs_in_round = pair_count[k]
@@ -320,10 +323,10 @@ def _run_duets(base, conf, conf_path, suite_dir, pairs_of, rounds, first_round, 
                         "MBAPHASES_DUET_DIR": str(barrier), "MBAPHASES_DUET_PAIR": f"{batch}/{name}",
                         "MBAPHASES_DUET_ROLE": str(role), "MBAPHASES_DUET_CPU": str(cpu),
                         "MBAPHASES_DUET_PARTNER": ordered[1 - role]["sha"], "MBAPHASES_DUET_ROUND": str(k + 1),
-                        **({"MBAPHASES_DUET_SHARE_CPU": "1"} if share_cpu else {})}, cpu=cpu)
+                        **({"MBAPHASES_DUET_SHARE_CPU": "1"} if share_cpu else {})}, cpu=cpu, into=procs)
                     started.append((proc, barrier, role))
         except BaseException:
-            processes.end_all([p for p, _, _ in started])  # interrupted while a side waits for the next's start
+            processes.end_all(procs)  # interrupted while a side waits for the next's start
             raise
         codes = _wait_pairs(started)
         rc = rc or max(codes)
@@ -399,8 +402,9 @@ def _profile_wave(suite_dir: Path, repo_path: Path, sides: list[dict], pythons: 
             for cpu, x in zip(cpus, todo[i:i + len(cpus)]):
                 print(f"[profile] CPU {cpu}: {names[x['sha']]}", file=out, flush=True)
                 cmd = [pythons[x["sha"]], "-c", "from benchmarks._target import profile_side; profile_side()"]
-                started.append(processes.start(cmd, suite_dir, {
-                    **env, "MBAPHASES_TARGET_DIR": str(worktrees / x["sha"]), "MBAPHASES_COMMIT": x["sha"]}, cpu=cpu))
+                processes.start(cmd, suite_dir, {
+                    **env, "MBAPHASES_TARGET_DIR": str(worktrees / x["sha"]), "MBAPHASES_COMMIT": x["sha"]}, cpu=cpu,
+                    into=started)
         except BaseException:
             processes.end_all(started)
             raise
