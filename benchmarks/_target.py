@@ -476,7 +476,7 @@ def _case_outcomes(cases: list[str], out_json: Path, proc, turns_expected: bool 
 
 
 PROFILE_RATE_HZ = 500  # pins profile_rate_hz overrides: py-spy stops the target for every native unwind
-PROFILE_STEPS_FACTOR = 2  # the profiled run measures longer, for more samples; its figures are not used
+PROFILE_MIN_STEPS = 200  # the profiled run measures at least this many steps, for enough samples; its figures are not used
 
 
 def case_slug(case: str) -> str:
@@ -507,13 +507,14 @@ def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: 
     pyspy = env.get("MBAPHASES_PYSPY") or shutil.which("py-spy")
     prof = pins["active_profile"]
     rate = int(pins.get("profile_rate_hz", PROFILE_RATE_HZ))
-    doc = {"profiler": pyspy, "rate_hz": rate, "steps_factor": PROFILE_STEPS_FACTOR, "cases": {},
+    steps = max(int(prof["measure_steps"]), PROFILE_MIN_STEPS)
+    doc = {"profiler": pyspy, "rate_hz": rate, "measure_steps": steps, "cases": {},
            "started": time.time()}
     for case in pins["cases"]:
         folded = out / f"{case_slug(case)}.folded"
         entry = [sys.executable, entry_rel, "--cases", case, "--num-envs", str(prof["num_envs"]),
                  "--warmup-steps", str(prof["warmup_steps"]),
-                 "--measure-steps", str(prof["measure_steps"] * PROFILE_STEPS_FACTOR),
+                 "--measure-steps", str(steps),
                  "--replay-capacity-steps", str(prof["replay_capacity_steps"]),
                  "--out-json", str(out / f"{case_slug(case)}.json")]
         for override in prof.get("overrides", []):
