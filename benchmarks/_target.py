@@ -310,9 +310,7 @@ def run_entry(pins: dict) -> dict:
     cmd = _entry_command(pins, entry_rel, stem)
     duet = duet_settings()
     share_cpu = bool(duet and duet["share_cpu"])
-    # a duet holds every pool to one thread: each side has one CPU of its own
-    env = {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": "1" if duet else str(prof["torch_threads"]),
-           **(DUET_THREADS if duet else {})}
+    env = side_env(prof, bool(duet))
     if share_cpu:
         # the two entries of the pair on one CPU, their collector loops in turns: the entry loads the
         # suite's protocol by its path (nothing of the suite in the side's environment)
@@ -365,6 +363,13 @@ def run_entry(pins: dict) -> dict:
 # one thread for every pool a side may start: torch's and OpenMP's, MKL, OpenBLAS, numba
 DUET_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                 "NUMBA_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def side_env(prof: dict, duet: bool) -> dict:  # not entry_*: asv would take it for a benchmark
+    """The entry's environment: offline, and in a duet (its profiles too) every pool at one
+    thread, each side having one CPU of its own; alone, the profile's torch threads."""
+    return {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": "1" if duet else str(prof["torch_threads"]),
+            **(DUET_THREADS if duet else {})}
 DUET_WAIT_S = 1800.0  # the partner's case takes at most this long to reach the barrier
 
 
@@ -491,8 +496,7 @@ def profile_side() -> None:
     target, entry_rel = target_dir()
     out = (Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs") / machine_name()
            / os.environ["MBAPHASES_COMMIT"] / "profile" / os.environ["MBAPHASES_BATCH"])
-    env = {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": "1", **DUET_THREADS}
-    profile_functions(pins, target, entry_rel, out, env)
+    profile_functions(pins, target, entry_rel, out, side_env(pins["active_profile"], duet=True))
 
 
 def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: dict) -> None:

@@ -59,6 +59,8 @@ PINS_SCHEMA = {
         # how long a side's turn lasts before it hands the CPU over (the entry's default: 200 ms)
         "duet_turn_ms": {"type": "number", "exclusiveMinimum": 0},
         "profile_native": {"type": "boolean"},
+        # the interval half-width a batch's allocation plans for (mbaphases.allocation; default 0.03)
+        "target_half_width": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
         # py-spy's sampling rate for the profiled runs: lower where native unwinding of many
         # threads (a large framework) stalls the target at every sample
         "profile_rate_hz": {"type": "integer", "minimum": 10, "maximum": 1000},

@@ -63,15 +63,19 @@ def start(cmd: list[str], cwd, env: dict, cpu: int | None = None, into: list | N
     its watcher, appended to ``into`` (the caller's list of what to end). An interrupt (Ctrl-C,
     SIGTERM, SIGHUP) arriving meanwhile waits until the process is watched and in that list: raised
     between the start and the list, it would leave a run going that nothing ends."""
+    def takes_signals() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, DEFERRED)  # the new process takes its signals again
+
     def child() -> None:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, DEFERRED)  # the child takes its signals again
+        takes_signals()
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
 
     with held_signals():
         # the watcher first: the session is watched from the moment it exists
         watcher = subprocess.Popen([sys.executable, "-m", "mbaphases.processes"], stdin=subprocess.PIPE,
-                                   start_new_session=True, cwd=Path(__file__).resolve().parents[1], preexec_fn=child)
+                                   start_new_session=True, cwd=Path(__file__).resolve().parents[1],
+                                   preexec_fn=takes_signals)  # the watcher only waits: on no run's CPU
         try:
             proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, preexec_fn=child)
         except BaseException:

@@ -17,10 +17,11 @@ from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
-from mbaphases import estimate, formal_lock, hardware, inputs, load, processes, staging, targets
+from mbaphases import allocation, estimate, formal_lock, hardware, inputs, load, processes, staging, targets
 from mbaphases import resume as resume_mod
 from mbaphases import until_decisive as until_mod
 from mbaphases.errors import UsageError
+from mbaphases.stats import rules
 
 LockBusy = formal_lock.LockBusy
 EXIT_LOCK_TIMEOUT = 75  # EX_TEMPFAIL: another formal run kept the machine
@@ -387,19 +388,22 @@ def _until_at_barrier(proc, barrier: Path, role: int, timeout_s: float = 900.0) 
 
 
 def _profile_wave(suite_dir: Path, repo_path: Path, sides: list[dict], pythons: dict, env: dict, machine_dir: Path,
-                  batch: str, names: dict, out) -> int:
+                  batch: str, names: dict, out) -> list[dict]:
     """The function profiles of the sides not yet profiled in this batch, each alone on one CPU, as
-    many at once as there are CPUs; no measured run is running meanwhile."""
+    many at once as there are CPUs; no measured run is running meanwhile. Returns the profiling
+    processes that failed: a profile's failure is no measured run's, so it leaves the runs' status
+    alone (a case the profiler could not run is recorded in its profile.json, as in a run)."""
     todo = [x for x in sides if not (machine_dir / x["sha"] / "profile" / batch / "profile.json").exists()]
     if not todo:
-        return 0
+        return []
     cpus = duet_cpus()
     worktrees = _worktrees(suite_dir, repo_path, [x["sha"] for x in todo])
-    codes = []
+    failed = []
     for i in range(0, len(todo), len(cpus)):
         started = []
+        wave = todo[i:i + len(cpus)]
         try:
-            for cpu, x in zip(cpus, todo[i:i + len(cpus)]):
+            for cpu, x in zip(cpus, wave):
                 print(f"[profile] CPU {cpu}: {names[x['sha']]}", file=out, flush=True)
                 cmd = [pythons[x["sha"]], "-c", "from benchmarks._target import profile_side; profile_side()"]
                 processes.start(cmd, suite_dir, {
@@ -408,8 +412,12 @@ def _profile_wave(suite_dir: Path, repo_path: Path, sides: list[dict], pythons: 
         except BaseException:
             processes.end_all(started)
             raise
-        codes += processes.wait_all(started)
-    return max(codes)
+        for x, code in zip(wave, processes.wait_all(started)):
+            if code != 0:
+                print(f"[profile] {names[x['sha']]}: the profiling process exited {code}; this side has no "
+                      "function table from this batch", file=out, flush=True)
+                failed.append({"label": x["label"], "exit": code})
+    return failed
 
 
 def _wait_pairs(started: list[tuple]) -> list[int]:
@@ -504,6 +512,16 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     print(estimate.text(raw_dir / machine / "batches", plan, 2 * len(pairs) if duet else len(sides), len(pins["cases"]),
                         runs, until_decisive["max_runs"] if until_decisive else None, profile_functions),
           file=out, flush=True)
+    # where this machine's earlier runs of the design put the variance, and the steps and rounds
+    # that reach the target at the least machine time (said here, kept in the batch record)
+    allocated = allocation.plan(raw_dir / machine, pins["active_profile"],
+                                allocation.design_of(duet, share_cpu, pairing, len(sides)), runs,
+                                until_decisive["max_runs"] if until_decisive else None,
+                                float(pins.get("target_half_width", allocation.TARGET_HALF_WIDTH)),
+                                until_decisive["confidence"] if until_decisive else
+                                float(pins.get("gate", {}).get("confidence", rules.DEFAULT_CONFIDENCE)))
+    for line in allocation.text(allocated):
+        print(line, file=out, flush=True)
     shas = [x["sha"] for x in sides]
     base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
             "--record-samples", "--append-samples", "--show-stderr"]
@@ -524,6 +542,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                           "share_cpu": share_cpu, **({"turn_ms": pins["duet_turn_ms"]} if share_cpu and pins.get("duet_turn_ms") else {})}
     if until_decisive is not None:
         record["until_decisive"] = until_decisive
+    if allocated is not None:
+        record["allocation"] = allocated
     attempts = (prior.get("attempts") or [{"started": started}]) if prior else []
     if prior is not None:
         if "ended" not in attempts[-1]:  # its command's own end was not recorded (killed): its last run's
@@ -545,8 +565,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
             code = _run_duets(base, conf, conf_path, suite_dir, lambda k: pairs_of(k, among), count, first, rounds_env,
                               pythons, repo_path, names, out, batch, skip, len(record["attempts"]) - 1, share_cpu)
             if profile_later:
-                code = _profile_wave(suite_dir, repo_path, among, pythons, env, raw_dir / machine, batch, names,
-                                     out) or code
+                failed = _profile_wave(suite_dir, repo_path, among, pythons, env, raw_dir / machine, batch, names, out)
+                record.setdefault("profile_failures", []).extend(failed)
             return code
         return _run_round(base, conf, conf_path, suite_dir, order, count, env, python, repo_path, names, out, tag)
 

@@ -5,10 +5,16 @@ and the windows per run and runs per side that reach a target precision at the l
     python scripts/noise_components.py --machine vm-aa-solo [--window 10] [--half-width 0.03]
     python scripts/noise_components.py --machine vm-75e01b-demo-duet --by-run
     python scripts/noise_components.py --machine vm-depsshare-history --by-pair
+    python scripts/noise_components.py --machine vm-demo-share --allocation
 
 --by-run: each run in the order it started (its duet pair and CPU, where it ran in one) and how
 much slower or faster than its side's median it ran (the median over its cases, log scale): where
 a slowdown of the host fell, and whether the two runs of a pair shared it.
+
+--allocation: what `mbaphases run` plans from the machine's runs (mbaphases.allocation), for the
+newest batch's design, measured steps and runs a side, with every run of that set-up and design
+(the batch's own included): per case the levels, their costs and the half-width predicted at the
+batch's steps and runs (to set beside its report's), then the least-time steps and rounds.
 
 --by-pair: per case and two sides that ran duet pairs together, the spread of the pairs' log
 ratio (what a paired gate's interval is made of; against two sides' runs' own spread, what the
@@ -25,23 +31,18 @@ from pathlib import Path
 
 import numpy as np
 
-from mbaphases import load
-from mbaphases.stats import components
+from mbaphases import allocation, load
+from mbaphases.stats import components, rules
 
 
 def run_slowdowns(machine_dir: Path) -> list[dict]:
     """Per run, in the order the runs started: its start (s from the first), side, pair, CPU and
     the median over its cases of log(throughput / its side's median throughput of the case)."""
     runs, by_cell = [], {}
-    for meta_path in sorted(machine_dir.glob("*/run*.meta.json")):
-        meta = json.loads(meta_path.read_text())
-        raw = meta_path.with_name(meta_path.name.replace(".meta", ""))
-        if not raw.is_file():
-            continue
+    for meta, results in allocation.stored_runs(machine_dir):
         thr = {}
-        for r in json.loads(raw.read_text()).get("results", []):
-            c = r["case"]
-            case = f"{c['algo']}/{c['task']}/{c['sim']}"
+        for r in results:
+            case = load.case_name(r["case"])
             thr[case] = float(r["collector_active_steps_per_sec"])
             by_cell.setdefault((meta["commit"], case), []).append(thr[case])
         runs.append((meta, thr))
@@ -63,15 +64,12 @@ def pair_spreads(machine_dir: Path, half_width: float) -> list[dict]:
     ratio of their geometric means, the sd of the pairs' log ratio (second side over first, in
     commit order), and the pairs a 90% interval of +-``half_width`` needs at that spread."""
     by_pair: dict[str, dict] = {}
-    for meta_path in sorted(machine_dir.glob("*/run*.meta.json")):
-        meta = json.loads(meta_path.read_text())
-        raw = meta_path.with_name(meta_path.name.replace(".meta", ""))
+    for meta, results in allocation.stored_runs(machine_dir):
         pair = (meta.get("duet") or {}).get("pair")
-        if not pair or not raw.is_file():
+        if not pair:
             continue
-        for r in json.loads(raw.read_text()).get("results", []):
-            c = r["case"]
-            by_pair.setdefault(pair, {}).setdefault(f"{c['algo']}/{c['task']}/{c['sim']}", {})[meta["commit"]] = \
+        for r in results:
+            by_pair.setdefault(pair, {}).setdefault(load.case_name(r["case"]), {})[meta["commit"]] = \
                 float(r["collector_active_steps_per_sec"])
     logs: dict[tuple[str, str, str], list[float]] = {}
     for cases in by_pair.values():
@@ -91,17 +89,10 @@ def pair_spreads(machine_dir: Path, half_width: float) -> list[dict]:
 def read_runs(machine_dir: Path) -> dict[tuple[str, str], dict]:
     """(commit, case) -> {"runs": [(batch, steps)], "overhead_s": [...], "step_ms": [...]}."""
     out: dict[tuple[str, str], dict] = {}
-    for meta_path in sorted(machine_dir.glob("*/run*.meta.json")):
-        meta = json.loads(meta_path.read_text())
-        raw = meta_path.with_name(meta_path.name.replace(".meta", ""))
-        if not raw.is_file():
-            continue
-        doc = json.loads(raw.read_text())
-        cases = doc.get("results", [])
-        wall_per_case = (meta.get("ended", 0) - meta.get("started", 0)) / max(1, len(cases))
+    for meta, cases in allocation.stored_runs(machine_dir):
+        wall_per_case = (meta.get("ended", 0) - meta.get("started", 0)) / len(cases)
         for r in cases:
-            c = r["case"]
-            name = f"{c['algo']}/{c['task']}/{c['sim']}"
+            name = load.case_name(r["case"])
             active = load.active_steps(r)
             if active is None:
                 continue  # an entry that keeps only means has no within-run level to tell
@@ -133,6 +124,25 @@ def components_rows(machine_dir: Path, window: int, half_width: float) -> list[d
     return rows
 
 
+def allocation_plan(machine_dir: Path, half_width: float) -> dict | None:
+    """The allocation for the newest batch's design, steps and runs a side, at its confidence
+    (a batch that added runs until decisive: its confidence per look)."""
+    records = load.batch_records(machine_dir.parent, machine_dir.name)
+    if not records:
+        return None
+    newest = records[-1]
+    metas = [m for m, _ in allocation.stored_runs(machine_dir) if m.get("batch") == newest.get("batch")]
+    if not metas:
+        return None
+    duet = newest.get("duet") or {}
+    design = allocation.design_of(bool(duet), bool(duet.get("share_cpu")), duet.get("pairing", "star"),
+                                  len(newest.get("sides") or []))
+    until = newest.get("until_decisive")
+    confidence = float(until["confidence"]) if until else rules.DEFAULT_CONFIDENCE
+    return allocation.plan(machine_dir, metas[0]["profile"], design, newest.get("runs_per_side") or newest["runs"],
+                           None, half_width, confidence)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2: the suite's contract for bad input
         print(f"error: {message}", file=sys.stderr)
@@ -148,6 +158,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None)
     p.add_argument("--by-run", action="store_true", help="each run's slowdown against its side's median")
     p.add_argument("--by-pair", action="store_true", help="the spread of the duet pairs' log ratio, per case")
+    p.add_argument("--allocation", action="store_true", help="the steps and rounds planned from the runs")
     args = p.parse_args(argv)
     machine_dir = Path(args.raw_dir) / args.machine
     if not machine_dir.is_dir():
@@ -157,10 +168,23 @@ def main(argv=None) -> int:
         print(f"error: --window {args.window} must be >= 1 and --half-width {args.half_width} in (0, 1)",
               file=sys.stderr)
         return 2
-    if args.by_run and args.by_pair:
-        print("error: --by-run and --by-pair are two tables; give one", file=sys.stderr)
+    if args.by_run + args.by_pair + args.allocation > 1:
+        print("error: --by-run, --by-pair and --allocation are three tables; give one", file=sys.stderr)
         return 2
-    if args.by_pair:
+    if args.allocation:
+        plan = allocation_plan(machine_dir, args.half_width)
+        if plan is None:
+            print(f"error: --machine {args.machine}: no batch with runs of 10-step windows to plan from",
+                  file=sys.stderr)
+            return 2
+        rows = plan["cases"]
+        header = ["case", "pairs or runs", "windows' spread", "beyond the windows", "share that is the windows'",
+                  "a run's own cost s", "a window's cost s",
+                  f"half-width at {plan['now']['measure_steps']} steps x {plan['now']['runs']} runs"]
+        lines = [[r["case"], r["runs"], f"{r['window_sd']:.1%}", f"{r['run_sd']:.1%}", f"{r['window_share_now']:.0%}",
+                  f"{r['run_cost_s']:.1f}", f"{r['window_cost_s']:.2f}", f"{r['half_width_now']:.1%}"] for r in rows]
+        lines.append(["median", "", "", "", "", "", "", f"{plan['now']['median_half_width']:.1%}"])
+    elif args.by_pair:
         rows = pair_spreads(machine_dir, args.half_width)
         header = ["case", "first side", "second side", "pairs", "ratio (second / first)", "sd of the pairs' log ratio",
                   f"pairs for +-{args.half_width:.0%} (90%)"]
@@ -184,8 +208,11 @@ def main(argv=None) -> int:
     print("|" + "---|" * len(header))
     for line in lines:
         print("| " + " | ".join(str(x) for x in line) + " |")
+    if args.allocation:
+        print()
+        print("\n".join(allocation.text(plan)))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(plan if args.allocation else rows, indent=2) + "\n")
     return 0
 
 

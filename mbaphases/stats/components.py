@@ -23,6 +23,10 @@ class Components:
     runs: int
     batches: int
 
+    def per_run(self, windows: int) -> float:
+        """The variance of one run's log mean over ``windows`` windows (its batch aside)."""
+        return self.run ** 2 + self.window ** 2 / windows
+
 
 def window_means(step_ms: np.ndarray, k: int) -> np.ndarray:
     """Means of consecutive windows of ``k`` steps (a last partial window is left out)."""
@@ -68,8 +72,8 @@ def best_windows(c: Components, run_cost_s: float, window_cost_s: float, most: i
     return max(1, min(most, round(math.sqrt(run_cost_s * c.window ** 2 / (window_cost_s * c.run ** 2)))))
 
 
-def runs_for(c: Components, windows: int, half_width: float, z: float = 1.645, sides: int = 2) -> int:
+def runs_for(c: Components, windows: int, half_width: float, z: float = 1.645, sides: float = 2) -> int:
     """Runs a side so that a ratio of two sides' means has about ``half_width`` (relative) at z:
-    var(log ratio) = sides x (run variance + window variance / windows) / runs."""
-    per_run = c.run ** 2 + c.window ** 2 / windows
-    return max(2, math.ceil(sides * per_run * (z / half_width) ** 2))
+    var(log ratio) = sides x (run variance + window variance / windows) / runs (``sides``: 2 for
+    two sides' own runs; a duet pair's log ratio is one such variance, mbaphases.allocation)."""
+    return max(2, math.ceil(sides * c.per_run(windows) * (z / half_width) ** 2))

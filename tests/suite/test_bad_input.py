@@ -317,15 +317,37 @@ def test_physics_layer_scan_bad_input(args, needle):
 
 @pytest.mark.parametrize("args, needle", [(["--machine", "nowhere"], "--machine nowhere: no stored runs"),
                                           ([], "--machine"), (["--machine", "x", "--window", "0"], "--window 0"),
-                                          (["--machine", "x", "--by-run", "--by-pair"], "--by-run and --by-pair")])
+                                          (["--machine", "x", "--by-run", "--by-pair"], "--by-run, --by-pair"),
+                                          (["--machine", "x", "--allocation"], "no batch with runs")])
 def test_noise_components_bad_input(tmp_path, args, needle):
-    """scripts/noise_components.py: a machine without runs, a missing flag, a window of 0: one line."""
+    """scripts/noise_components.py: a machine without runs, a missing flag, a window of 0, two
+    tables at once, an allocation without a batch to plan from: one line."""
     (tmp_path / "raw-runs" / "x").mkdir(parents=True)
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "noise_components.py"), *args], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
     assert not p.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--candidate", "nope"], "no commit 'nope'"), (["--candidate", "HEAD", "--turns", "25,abc"], "--turns '25,abc'"),
+    (["--candidate", "HEAD", "--rounds", "1"], "--rounds 1"), (["--candidate", "HEAD", "--turns", "0"], "--turns '0'")])
+def test_turn_bias_bad_input(tmp_path, args, needle):
+    """scripts/turn_bias.py: a ref the repository lacks, turn lengths that are not lengths, one
+    round (no spread): one line, nothing run."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
+                    "-m", "one"], check=True)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "turn_bias.py"), "--repo", str(repo), "--baseline",
+                        "HEAD", "--case", "sac/g1_walk_flat/motrix", *args], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
+    assert not p.stdout
+    assert subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True,
+                          check=True).stdout.count("\n") == 1, "no checkout left behind"
 
 
 @pytest.mark.parametrize("args, needle", [(["--machine", "nowhere"], "--machine nowhere: no stored runs"),

@@ -2,6 +2,7 @@
 pool at one thread, each case started together; the gate decides on the paired ratios. Real asv,
 real physics, the demo target; an A/A (the same code under two commits) must not FAIL."""
 import json
+import shutil
 import subprocess
 import sys
 
@@ -46,6 +47,7 @@ def aa(tmp_path_factory):
 def test_an_aa_duet_runs_in_pairs_on_two_cpus_and_never_fails(aa, tmp_path):
     suite, p = aa
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "allocation: no earlier runs of this set-up and design on this machine" in p.stdout
     metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "duetbox").glob("*/run*.meta.json")]
     assert len(metas) == 2 * ROUNDS
     by_pair = {}
@@ -75,6 +77,26 @@ def test_an_aa_duet_runs_in_pairs_on_two_cpus_and_never_fails(aa, tmp_path):
         assert f"paired over {ROUNDS} duet pairs" in case["gate_detail"]["note"], case["gate_detail"]
     batch = json.loads(next((suite / "raw-runs" / "duetbox" / "batches").glob("*.json")).read_text())
     assert batch["duet"]["pairs"] == [["main direct", "main again"]]
+
+
+def test_a_batch_plans_its_steps_and_rounds_from_the_machines_earlier_pairs(aa):
+    """A second duet batch on a machine that holds the A/A's eight pairs: before its runs it says
+    where their variance sat and which steps and rounds reach the target at the least time, and
+    its batch record keeps that plan."""
+    suite, first = aa
+    assert first.returncode == 0
+    shutil.copytree(suite / "raw-runs" / "duetbox", suite / "raw-runs" / "planbox",
+                    ignore=shutil.ignore_patterns("batches"))
+    p = run_mbaphases(suite, "run", "--duet", "--profile", "aa", "--runs", "2", "--machine", "planbox")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    said = [line for line in p.stdout.splitlines() if line.startswith("allocation")]
+    assert said[0].startswith(f"allocation (duet (star), from {ROUNDS} earlier pairs a case on this machine)"), said
+    (record,) = [json.loads(r.read_text()) for r in (suite / "raw-runs" / "planbox" / "batches").glob("*.json")]
+    plan = record["allocation"]
+    assert sorted(x["case"] for x in plan["cases"]) == sorted(CASES)
+    assert all(x["runs"] == ROUNDS and x["window_sd"] > 0 for x in plan["cases"])  # the A/A's pairs, not its own
+    assert plan["now"] == {**plan["now"], "measure_steps": 40, "runs": 2}
+    assert plan["least_time"] is None or plan["least_time"]["median_half_width"] <= plan["target_half_width"]
 
 
 def test_the_demo_entries_share_a_cpu_in_turns_and_are_profiled_after_the_rounds(aa, tmp_path):
