@@ -150,6 +150,15 @@ def strata_text(b: Side, c: Side, blocks: list) -> str:
     return " + ".join(parts)
 
 
+def turns_caveat(b: Side, c: Side) -> str:
+    """What an interval from pairs that shared a CPU in turns leaves out: the partner is itself an
+    interference, and it may slow one side more than the other (measured on the demo: docs/noise.md)."""
+    if not (b.turns or c.turns):
+        return ""
+    return ("; in turns on one CPU, a partner that slows one side more than the other moves the ratio outside this "
+            "interval (scripts/turn_bias.py measures it for two refs; docs/noise.md)")
+
+
 # the fewest duet pairs worth their own strata: with 4, no 90% signed-rank interval is narrower
 # than the pairs' range, while each 1-v-1 stratum takes its two runs out of the batch's
 MIN_PAIRS = 5

@@ -131,7 +131,8 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
                              f"block (intra-block least squares, t on {ct.df} df; a run's spread beyond its slot "
                              f"{ct.residual_sd:.1%}); unpaired view " + (f"[{solo.lower:.3f}, {solo.upper:.3f}]"
                                                                           if not missing(solo.lower) else
-                                                                          "no interval")))
+                                                                          "no interval")
+                             + comparable.turns_caveat(b, c)))
         else:
             row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, k=iv.k, coverage=iv.coverage,
                        smallest_detectable_change=iv.half_width, strata=iv.strata, method=iv.method,
@@ -147,6 +148,7 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
                     row["unpaired"] = {"lower": solo.lower, "upper": solo.upper, "estimate": solo.estimate}
                     row["note"] += (f"; unpaired view [{solo.lower:.3f}, {solo.upper:.3f}]"
                                     if not missing(solo.lower) else "; unpaired view: no interval")
+                row["note"] += comparable.turns_caveat(b, c)
                 row["p_value"] = (intervals.stratified_p_less(blocks, threshold)
                                   if min(len(xb), len(xc)) >= rules.RANK_TEST_MIN_RUNS else None)
             else:

@@ -56,7 +56,7 @@ PINS_SCHEMA = {
         "duet_pairing": {"enum": ["star", "round-robin"]},
         # the two sides of a pair on one CPU, in turns (mbaphases.runner._run_duets)
         "duet_share_cpu": {"type": "boolean"},
-        # how long a side's turn lasts before it hands the CPU over (the entry's default: 200 ms)
+        # how long a side's turn lasts before it hands the CPU over (the entry's default: 25 ms)
         "duet_turn_ms": {"type": "number", "exclusiveMinimum": 0},
         "profile_native": {"type": "boolean"},
         # the interval half-width a batch's allocation plans for (mbaphases.allocation; default 0.03)

@@ -328,6 +328,8 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
                 side.pairs[p] = doc["duet"]["pair"]
                 if doc["duet"].get("cpu") is not None:
                     side.cpus[p] = int(doc["duet"]["cpu"])
+                if doc["duet"].get("share_cpu"):
+                    side.turns.add(p)
     # runs on other hardware are kept apart per run, never pooled (mbaphases.comparable)
     side.run_hardware = {p: _entry_hardware(d) for p, _, d in docs}
     side.hardware = side.run_hardware[paths[0]]
@@ -425,6 +427,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     if runs.names:
         side.values = pd.DataFrame(runs.rows, columns=["run", "case", "metric", "value"])
         side.batches, side.pairs, side.cpus, side.run_hardware = runs.batches, runs.pairs, runs.cpus, runs.hardware
+        side.turns = runs.turns
         side.run_flags = {run: f for run, f in runs.flags.items() if f}
         side.notes += _mirror_notes(side.values, pd.DataFrame(asv_rows, columns=side.values.columns))
     else:
@@ -485,6 +488,7 @@ class _RawRuns:
     batches: dict = field(default_factory=dict)
     pairs: dict = field(default_factory=dict)
     cpus: dict = field(default_factory=dict)
+    turns: set = field(default_factory=set)
 
 
 def _raw_runs(raw: Path, side: Side) -> _RawRuns:
@@ -504,6 +508,8 @@ def _raw_runs(raw: Path, side: Side) -> _RawRuns:
             out.pairs[run] = meta["duet"]["pair"]
             if meta["duet"].get("cpu") is not None:
                 out.cpus[run] = int(meta["duet"]["cpu"])
+            if meta["duet"].get("share_cpu"):
+                out.turns.add(run)
         out.fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
         env = side.environment or {}

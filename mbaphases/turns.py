@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 
 TURNS_DIR_ENV, TURNS_ROLE_ENV, TURN_MS_ENV = "MBAPHASES_TURNS_DIR", "MBAPHASES_TURNS_ROLE", "MBAPHASES_TURN_MS"
-DEFAULT_TURN_MS = 200.0
+# turns of 100-400 ms moved the demo's MBA dev / main ratio 6-12% further from its figure alone
+# than 25 ms did (docs/noise.md, "What a shared CPU does to a ratio")
+DEFAULT_TURN_MS = 25.0
 
 
 class Turns:

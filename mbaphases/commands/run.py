@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
                         "pins 'duet_pairing', star)")
     r.add_argument("--duet-share-cpu", action="store_true", default=None,
                    help="with --duet: the two sides of a pair share one CPU, their collector loops taking turns "
-                        "(pins 'duet_turn_ms', default 200 ms; between steps, outside the timed parts), so interference "
+                        "(pins 'duet_turn_ms', default 25 ms; between steps, outside the timed parts), so interference "
                         "that stays on one CPU hits both sides alike; pairs without a side in common run at once, one "
                         "per CPU; needs an entry that takes turns (mbaphases/turns.py: the suite's collector entry and "
                         "the demo target's do; default: pins 'duet_share_cpu', off)")
