@@ -370,6 +370,8 @@ def side_env(prof: dict, duet: bool) -> dict:  # not entry_*: asv would take it 
     thread, each side having one CPU of its own; alone, the profile's torch threads."""
     return {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": "1" if duet else str(prof["torch_threads"]),
             **(DUET_THREADS if duet else {})}
+
+
 DUET_WAIT_S = 1800.0  # the partner's case takes at most this long to reach the barrier
 
 
