@@ -168,11 +168,11 @@ def _pair_levels(runs: list[dict], k: int) -> tuple[float, float, int] | None:
     fit, *_ = np.linalg.lstsq(design[:, 1:], y, rcond=None)
     residual = y - design[:, 1:] @ fit
     s2 = float(residual @ residual / df)
-    windows = min(n for _, n in window_vars)
+    per_window = float(np.mean([1 / n for _, n in window_vars]))  # runs of other lengths: their mean share
     # windows that vary in a pattern every run repeats (a reset at the same step) spread more than
     # the pairs do: then all of the pairs' spread is taken to scale with the windows, no more
-    window_var = min(float(np.mean([v for v, _ in window_vars])), s2 * windows)
-    return math.sqrt(window_var), math.sqrt(max(0.0, s2 - window_var / windows)), len(rows)
+    window_var = min(float(np.mean([v for v, _ in window_vars])), s2 / per_window)
+    return math.sqrt(window_var), math.sqrt(max(0.0, s2 - window_var * per_window)), len(rows)
 
 
 def case_noise(cells: dict, design: Design, k: int = load.WINDOW_STEPS) -> list[CaseNoise]:
@@ -230,6 +230,12 @@ def allocate(noise: list[CaseNoise], design: Design, target: float, confidence: 
     return None if best is None else best[1:]
 
 
+def _finite(x: float) -> float | None:
+    """A half-width for the record: none where the design leaves no degree of freedom (JSON has no
+    infinity)."""
+    return x if math.isfinite(x) else None
+
+
 def plan(machine_dir: Path, profile: dict, design: Design, runs: int, max_runs: int | None, target: float,
          confidence: float, k: int = load.WINDOW_STEPS) -> dict | None:
     """The batch record's ``allocation``: the history's components per case, the half-width the
@@ -244,17 +250,21 @@ def plan(machine_dir: Path, profile: dict, design: Design, runs: int, max_runs: 
     cost = lambda w, r: r * sum(x.run_cost_s + w * x.window_cost_s for x in noise)  # noqa: E731
     return {
         "design": design.name, "pairs": design.pairs, "window_steps": k, "target_half_width": target, "confidence": confidence,
-        "cases": [{**asdict(x), "half_width_now": half_width(x, design, windows_now, rounds_now, confidence),
+        "cases": [{**asdict(x), "half_width_now": _finite(half_width(x, design, windows_now, rounds_now, confidence)),
                    "window_share_now": x.window_sd ** 2 / windows_now / max(1e-12, x.levels().per_run(windows_now))}
                   for x in noise],
         "now": {"measure_steps": windows_now * k, "runs": rounds_now,
-                "median_half_width": float(np.median([half_width(x, design, windows_now, rounds_now, confidence)
-                                                      for x in noise])),
+                "median_half_width": _finite(float(np.median([half_width(x, design, windows_now, rounds_now,
+                                                                         confidence) for x in noise]))),
                 "machine_s": cost(windows_now, rounds_now)},
         "least_time": None if chosen is None else {
             "measure_steps": chosen[0] * k, "runs": chosen[1], "machine_s": cost(*chosen),
             "median_half_width": float(np.median([half_width(x, design, *chosen, confidence) for x in noise]))},
     }
+
+
+def width_text(x: float | None) -> str:
+    return "n/a (too few runs for an interval)" if x is None else f"+-{x:.1%}"
 
 
 def text(p: dict | None) -> list[str]:
@@ -269,7 +279,7 @@ def text(p: dict | None) -> list[str]:
              f"spread between a run's {p['window_steps']}-step windows is "
              f"{np.median([x['window_share_now'] for x in p['cases']]):.0%} of a run's (median case); "
              f"{now['runs']} runs a side reach about "
-             f"+-{now['median_half_width']:.1%} (median case, at {p['confidence']:.0%})"]
+             f"{width_text(now['median_half_width'])} (median case, at {p['confidence']:.0%})"]
     if best is None:
         lines.append(f"allocation: no measured length and rounds within {MOST_WINDOWS * p['window_steps']} steps and "
                      f"{MOST_ROUNDS} runs a side reach +-{p['target_half_width']:.1%}")

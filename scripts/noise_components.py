@@ -182,8 +182,8 @@ def main(argv=None) -> int:
                   "a run's own cost s", "a window's cost s",
                   f"half-width at {plan['now']['measure_steps']} steps x {plan['now']['runs']} runs"]
         lines = [[r["case"], r["runs"], f"{r['window_sd']:.1%}", f"{r['run_sd']:.1%}", f"{r['window_share_now']:.0%}",
-                  f"{r['run_cost_s']:.1f}", f"{r['window_cost_s']:.2f}", f"{r['half_width_now']:.1%}"] for r in rows]
-        lines.append(["median", "", "", "", "", "", "", f"{plan['now']['median_half_width']:.1%}"])
+                  f"{r['run_cost_s']:.1f}", f"{r['window_cost_s']:.2f}", allocation.width_text(r["half_width_now"])] for r in rows]
+        lines.append(["median", "", "", "", "", "", "", allocation.width_text(plan["now"]["median_half_width"])])
     elif args.by_pair:
         rows = pair_spreads(machine_dir, args.half_width)
         header = ["case", "first side", "second side", "pairs", "ratio (second / first)", "sd of the pairs' log ratio",

@@ -58,6 +58,22 @@ def test_a_pairs_levels_and_costs_come_back_from_runs_of_known_levels(tmp_path):
     assert case["window_cost_s"] == pytest.approx(0.05 * math.exp(0.025), rel=0.03)  # the two sides between
 
 
+def test_a_plan_without_degrees_of_freedom_is_valid_json(tmp_path):
+    """One round of a round-robin of six sides leaves its block fit no degree of freedom: the
+    plan says so (no half-width) and its record is strict JSON, with no infinity in it."""
+    machine = tmp_path / "box"
+    rng = np.random.default_rng(3)
+    for k in range(6):  # two sides, six pairs: a history to plan from
+        for role, commit in enumerate(("a" * 40, "b" * 40)):
+            write_run(machine, commit, k + 1, np.repeat(np.exp(np.log(5.0) + rng.normal(0, 0.03, 10)), 10),
+                      20.0 * k, 20.0 * k + 10, {"pair": f"B1/r{k}p1", "cpu": 0, "share_cpu": True, "role": role})
+    design = allocation.design_of(True, True, "round-robin", 6)
+    plan = allocation.plan(machine, PROFILE, design, 1, None, 0.03, 0.95)
+    assert plan["now"]["median_half_width"] is None and plan["cases"][0]["half_width_now"] is None
+    json.loads(json.dumps(plan, allow_nan=False))
+    assert "n/a (too few runs for an interval)" in allocation.text(plan)[0]
+
+
 def test_runs_of_another_setup_or_design_plan_nothing(tmp_path):
     """A history measured at other envs, or alone where the batch runs duets, says nothing of
     this batch's spread: no plan, and the line says why."""
