@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 
 TURNS_DIR_ENV, TURNS_ROLE_ENV, TURN_MS_ENV = "MBAPHASES_TURNS_DIR", "MBAPHASES_TURNS_ROLE", "MBAPHASES_TURN_MS"
-# turns of 100-400 ms moved the demo's MBA dev / main ratio 6-12% further from its figure alone
-# than 25 ms did (docs/noise.md, "What a shared CPU does to a ratio")
+# short enough that a case's measured window holds many turns of each side (a slowdown longer
+# than a turn hits both), long enough that a turn holds several of the demo's 3-13 ms steps;
+# 25, 100 and 400 ms give the same ratio as the sides alone (docs/noise.md, "What a shared CPU
+# does to a ratio"), 25 ms the narrowest spread
 DEFAULT_TURN_MS = 25.0
 
 
@@ -97,11 +99,25 @@ class Turns:
         self.waited_s += time.perf_counter() - started
 
     def end(self) -> dict:
-        """After the case's loop, however it ended: the partner runs on alone."""
+        """After the case's loop, however it ended: the partner runs on alone, and this side waits
+        until the partner's loop has ended too. Whatever this side did next (its summary, the next
+        case's build, its exit) would otherwise run on the shared CPU inside the partner's timed
+        steps, and always the slower side's: that read the demo's MBA dev 11-19% slow against main
+        in turns (docs/noise.md, "What a shared CPU does to a ratio")."""
         (self.folder / f"out{self.case}.{self.role}").write_text(str(time.time()))
         os.write(self.theirs, bytes([self.case % 256]))
+        started = time.perf_counter()
+        while self.met and not self._partner_gone():
+            # blocked on the FIFO the partner's own end() writes to, not polling: a wake-up every few
+            # ms cost the partner's steps 5% on the demo
+            if select.select([self.mine], [], [], 0.05)[0]:
+                try:
+                    os.read(self.mine, 64)
+                except BlockingIOError:
+                    pass
         return {"role": self.role, "turn_ms": self.turn_s * 1000.0, "partner_met": self.met,
-                "handovers": self.handovers, "waited_s": round(self.waited_s, 3)}
+                "handovers": self.handovers, "waited_s": round(self.waited_s, 3),
+                "waited_partner_end_s": round(time.perf_counter() - started, 3)}
 
 
 def from_env() -> Turns | None:

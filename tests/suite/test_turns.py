@@ -37,7 +37,7 @@ for case in range(cases):
             turns.between_steps()
     finally:
         record = turns.end()
-    out.append({"case": case, "spans": spans, "turns": record})
+    out.append({"case": case, "spans": spans, "turns": record, "after_end": time.time()})
 print(json.dumps(out))
 """
 
@@ -97,6 +97,11 @@ def test_a_side_that_ends_its_loop_early_frees_its_partner(tmp_path):
                                       preexec_fn=lambda: os.sched_setaffinity(0, {cpu})))
     outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert len(outs[0][0]["spans"]) == 40 and len(outs[1][0]["spans"]) == 3
+    # and role 1 does nothing more on the shared CPU (its summary, its next case) until role 0's
+    # loop has ended: that work would land inside role 0's timed steps
+    assert outs[1][0]["after_end"] >= outs[0][0]["spans"][-1][1]
+    assert outs[1][0]["turns"]["waited_partner_end_s"] > 0.05  # role 0's 37 steps of 4 ms alone
+    assert outs[0][0]["turns"]["waited_partner_end_s"] < 0.05  # the partner had ended: no wait
 
 
 def test_the_reference_entry_takes_turns_when_the_harness_names_the_protocol(tmp_path):
