@@ -151,12 +151,14 @@ def strata_text(b: Side, c: Side, blocks: list) -> str:
 
 
 def turns_caveat(b: Side, c: Side) -> str:
-    """What an interval from pairs that shared a CPU in turns leaves out: the partner is itself an
-    interference, and it may slow one side more than the other (measured on the demo: docs/noise.md)."""
-    if not (b.turns or c.turns):
+    """What an interval from pairs that shared a CPU in turns under the first protocol leaves out:
+    the side that ended its loop first went on (its summary, its next case) inside its partner's
+    timed steps, so the slower side of each pair read slow (measured on the demo: docs/noise.md)."""
+    n = len(b.turns_without_end_wait) + len(c.turns_without_end_wait)
+    if not n:
         return ""
-    return ("; in turns on one CPU, a partner that slows one side more than the other moves the ratio outside this "
-            "interval (scripts/turn_bias.py measures it for two refs; docs/noise.md)")
+    return (f"; {n} of these runs took turns on one CPU before a side waited for its partner's loop to end: the "
+            "slower side of each such pair read slow, a bias this interval leaves out (docs/noise.md)")
 
 
 # the fewest duet pairs worth their own strata: with 4, no 90% signed-rank interval is narrower

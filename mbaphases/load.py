@@ -330,6 +330,8 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
                     side.cpus[p] = int(doc["duet"]["cpu"])
                 if doc["duet"].get("share_cpu"):
                     side.turns.add(p)
+                    if _turns_without_end_wait(next(d for q, _, d in docs if q == p)):
+                        side.turns_without_end_wait.add(p)
     # runs on other hardware are kept apart per run, never pooled (mbaphases.comparable)
     side.run_hardware = {p: _entry_hardware(d) for p, _, d in docs}
     side.hardware = side.run_hardware[paths[0]]
@@ -427,7 +429,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     if runs.names:
         side.values = pd.DataFrame(runs.rows, columns=["run", "case", "metric", "value"])
         side.batches, side.pairs, side.cpus, side.run_hardware = runs.batches, runs.pairs, runs.cpus, runs.hardware
-        side.turns = runs.turns
+        side.turns, side.turns_without_end_wait = runs.turns, runs.turns_without_end_wait
         side.run_flags = {run: f for run, f in runs.flags.items() if f}
         side.notes += _mirror_notes(side.values, pd.DataFrame(asv_rows, columns=side.values.columns))
     else:
@@ -489,6 +491,7 @@ class _RawRuns:
     pairs: dict = field(default_factory=dict)
     cpus: dict = field(default_factory=dict)
     turns: set = field(default_factory=set)
+    turns_without_end_wait: set = field(default_factory=set)
 
 
 def _raw_runs(raw: Path, side: Side) -> _RawRuns:
@@ -518,14 +521,24 @@ def _raw_runs(raw: Path, side: Side) -> _RawRuns:
         out.flags[run] = run_flags(meta)
         raw_json = meta_path.with_name(f"run{meta['run']}.json")
         if raw_json.exists():
-            out.rows += _raw_json_rows(raw_json, run, side, out.alignment)
+            rows, raw_doc = _raw_json_rows(raw_json, run, side, out.alignment)
+            out.rows += rows
+            if run in out.turns and _turns_without_end_wait(raw_doc):
+                out.turns_without_end_wait.add(run)
         side.sources.append(str(meta_path))
     return out
 
 
-def _raw_json_rows(raw_json: Path, run: str, side: Side, alignment: dict) -> list[dict]:
-    """One raw entry JSON's values as rows, its alignment keys merged in; the side's notes say
-    what was read specially (bare NaN as null, config fixes the entry applied)."""
+def _turns_without_end_wait(doc: dict) -> bool:
+    """Whether an entry's run took turns under the first protocol: a case that met its partner
+    records no wait for the partner's loop to end (mbaphases/turns.py, ``Turns.end``)."""
+    return any(isinstance(r, dict) and isinstance(r.get("turns"), dict) and r["turns"].get("partner_met")
+               and "waited_partner_end_s" not in r["turns"] for r in doc.get("results") or [])
+
+
+def _raw_json_rows(raw_json: Path, run: str, side: Side, alignment: dict) -> tuple[list[dict], dict]:
+    """One raw entry JSON's values as rows, its alignment keys merged in, and the JSON itself; the
+    side's notes say what was read specially (bare NaN as null, config fixes the entry applied)."""
     raw_doc, had_nan = _entry_json(read_text(raw_json, "raw run"), raw_json)
     if had_nan and not any("bare NaN" in n for n in side.notes):
         side.notes.append(f"{raw_json}: bare NaN in the entry's JSON read as null (the field writes them)")
@@ -536,7 +549,7 @@ def _raw_json_rows(raw_json: Path, run: str, side: Side, alignment: dict) -> lis
             side.notes.append(note)
     values, _, a = entry_run_values(raw_doc, str(raw_json))
     _merge_alignment(alignment, a, str(raw_json))
-    return [{"run": run, "case": c, "metric": m, "value": x} for c, v in values.items() for m, x in v.items()]
+    return [{"run": run, "case": c, "metric": m, "value": x} for c, v in values.items() for m, x in v.items()], raw_doc
 
 
 def batch_records(raw_dir: Path, machine: str = "*") -> list[dict]:

@@ -31,6 +31,9 @@ class Side:
     pairs: dict[str, str] = field(default_factory=dict)  # run -> its duet pair (the partner ran at the same time)
     cpus: dict[str, int] = field(default_factory=dict)  # run -> the CPU its duet run had to itself
     turns: set[str] = field(default_factory=set)  # runs that shared their CPU with the partner, in turns
+    # of those, runs whose side went on (summary, next case, exit) inside the partner's timed steps
+    # once its own loop ended: their turns record no waited_partner_end_s (docs/noise.md)
+    turns_without_end_wait: set[str] = field(default_factory=set)
     run_hardware: dict[str, dict] = field(default_factory=dict)  # run -> its hardware (mbaphases.comparable)
     run_flags: dict[str, list[str]] = field(default_factory=dict)  # run -> what disturbed it (busy, steal)
     profiles: dict[str, Path] = field(default_factory=dict)  # case -> folded stacks of its profiled run
@@ -52,6 +55,7 @@ class Side:
             batches={r: b for r, b in self.batches.items() if r in keep},
             pairs={r: b for r, b in self.pairs.items() if r in keep},
             cpus={r: b for r, b in self.cpus.items() if r in keep}, turns=self.turns & keep,
+            turns_without_end_wait=self.turns_without_end_wait & keep,
             run_hardware={r: h for r, h in self.run_hardware.items() if r in keep},
             run_flags={r: f for r, f in self.run_flags.items() if r in keep},
             run_digests={r: d for r, d in self.run_digests.items() if r in keep},

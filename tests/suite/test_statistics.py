@@ -179,10 +179,16 @@ def test_duet_pairs_interval_matches_the_signed_rank_inversion_of_scipy(n):
             assert (p > alpha + 1e-9) == inside, (delta + eps, p, iv)
 
 
-def duet_runs(tmp_path, name, values, pairs, share_cpu=False):
+def duet_runs(tmp_path, name, values, pairs, share_cpu=False, end_wait=True):
+    """Raw runs of one side in duet pairs; ``share_cpu``: in turns on one CPU, the entry's turns
+    record written as the protocol wrote it (``end_wait``: as now; without: the first protocol)."""
     paths = []
     for k, (thr, pair) in enumerate(zip(values, pairs)):
-        doc = E.doc([E.case_result(CASE, env_step=E.active_for_throughput(thr) - 1.0)])
+        result = E.case_result(CASE, env_step=E.active_for_throughput(thr) - 1.0)
+        if share_cpu:
+            result["turns"] = {"role": k % 2, "turn_ms": 25.0, "partner_met": True, "handovers": 9, "waited_s": 0.1,
+                               **({"waited_partner_end_s": 0.05} if end_wait else {})}
+        doc = E.doc([result])
         p = E.write(tmp_path / f"{name}_{k}.json", doc)
         duet = {"pair": pair, **({"cpu": 0, "share_cpu": True} if share_cpu else {})}
         (tmp_path / f"{name}_{k}.meta.json").write_text(json.dumps({"batch": "B", "duet": duet}))
@@ -203,12 +209,17 @@ def test_gate_decides_on_duet_pairs_and_shows_the_unpaired_view(tmp_path):
     g = analysis.build(b, c, threshold=0.90, min_runs=3).gate.iloc[0]
     assert "paired over 8 duet pairs" in g.note and "unpaired view" in g.note and "in turns" not in g.note
     assert g.gate == "PASS" and 0.93 < g.lower <= g.estimate <= g.upper < 0.97
-    # the same pairs in turns on one CPU: the same interval, and the note names what it leaves out
+    # the same pairs in turns on one CPU: the same interval; runs of the first protocol (a side went
+    # on inside its partner's timed steps) carry the bias the interval leaves out, named in the note
     bt = load.load_raw_side("bt", duet_runs(tmp_path, "bt", base, pairs, share_cpu=True))
     ct = load.load_raw_side("ct", duet_runs(tmp_path, "ct", cand, pairs, share_cpu=True))
     gt = analysis.build(bt, ct, threshold=0.90, min_runs=3).gate.iloc[0]
     assert (gt.lower, gt.upper) == (g.lower, g.upper) and "(each on one CPU, in turns)" in gt.note
-    assert "a partner that slows one side more than the other" in gt.note
+    assert "before a side waited" not in gt.note
+    bo = load.load_raw_side("bo", duet_runs(tmp_path, "bo", base, pairs, share_cpu=True, end_wait=False))
+    go = analysis.build(bo, ct, threshold=0.90, min_runs=3).gate.iloc[0]
+    assert (go.lower, go.upper) == (g.lower, g.upper)
+    assert "8 of these runs took turns on one CPU before a side waited for its partner's loop to end" in go.note
     assert math.log(g.unpaired["upper"] / g.unpaired["lower"]) > 4 * math.log(g.upper / g.lower)
     # the same runs with their pairs broken up across rounds give the unpaired view only
     shuffled = load.load_raw_side("c2", duet_runs(tmp_path, "c2", cand, pairs[1:] + pairs[:1]))
@@ -540,11 +551,12 @@ def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path):
         assert g.gate == want and abs(g.estimate / ratio - 1) < 0.02 and g.method.startswith("intra-block"), (name, g.to_dict())
         assert "duet pairs of every side" in g.note and "unpaired view" in g.note and "in turns" not in g.note
         assert math.log(g.unpaired["upper"] / g.unpaired["lower"]) > 3 * math.log(g.upper / g.lower)
-    # the same pairs in turns on one CPU: the note names the partner's own effect the interval leaves out
-    turns = {s: load.load_raw_side(s, duet_runs(tmp_path, f"{s}-t", [v for v, _ in vs], [p for _, p in vs], True))
+    # the same pairs in turns on one CPU under the first protocol: the note names the bias left out
+    turns = {s: load.load_raw_side(s, duet_runs(tmp_path, f"{s}-t", [v for v, _ in vs], [p for _, p in vs], True,
+                                                end_wait=False))
              for s, vs in values.items()}
     g = analysis.build(turns["base"], turns["c85"], 0.90, 3, duet=comparable.DuetBatch(list(turns.values()))).gate.iloc[0]
-    assert g.method.startswith("intra-block") and "a partner that slows one side more than the other" in g.note
+    assert g.method.startswith("intra-block") and "before a side waited for its partner's loop to end" in g.note
     # a flagged run: the verdict without it is refitted through the pairs too (not the unpaired view)
     flagged = sides["c95"]
     flagged.run_flags = {flagged.runs()[0]: ["machine busy during the run"]}
