@@ -318,6 +318,7 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
     side.pins = json.loads(next(iter(args)))
     side.run_digests = digests
     side.notes += notes
+    doc_of = {p: d for p, _, d in docs}
     for p in paths:
         meta = Path(p).with_name(Path(p).name.removesuffix(".json") + ".meta.json")
         if meta.is_file():
@@ -330,7 +331,7 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
                     side.cpus[p] = int(doc["duet"]["cpu"])
                 if doc["duet"].get("share_cpu"):
                     side.turns.add(p)
-                    if _turns_without_end_wait(next(d for q, _, d in docs if q == p)):
+                    if _turns_without_end_wait(doc_of[p]):
                         side.turns_without_end_wait.add(p)
     # runs on other hardware are kept apart per run, never pooled (mbaphases.comparable)
     side.run_hardware = {p: _entry_hardware(d) for p, _, d in docs}
