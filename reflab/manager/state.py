@@ -54,13 +54,22 @@ class StateCache:
 
     def reread(self) -> None:
         """Read the engine state again and derive everything from it, for every
-        env: what each term paid in the first version (``dev_costs.PER_TERM_STATE``)."""
-        qpos, qvel, sensordata = self.backend.read_fresh()
-        projected_gravity(qpos[:, 3:7], out=self.gravity_b)
-        for k, sl in enumerate(self._foot):
-            self.foot_z[:, k] = sensordata[:, sl][:, 2]
-        for k, sl in enumerate(self._bodies):
-            self.body_pos[:, k] = sensordata[:, sl]
+        env: what each term paid in the first version (``dev_costs.PER_TERM_STATE``).
+        Its getters (base orientation, base velocities, joints, foot heights, body
+        positions) each read the engine on their own."""
+        read = self.backend.read_fresh
+        projected_gravity(read()[0][:, 3:7], out=self.gravity_b)
+        # base velocities and joints: the cache's views of the backend's arrays, which a read refreshes
+        read()
+        read()
+        if self._foot:
+            sensordata = read()[2]
+            for k, sl in enumerate(self._foot):
+                self.foot_z[:, k] = sensordata[:, sl][:, 2]
+        if self._bodies:
+            sensordata = read()[2]
+            for k, sl in enumerate(self._bodies):
+                self.body_pos[:, k] = sensordata[:, sl]
 
     def update_contacts(self) -> None:
         """Per step (all envs): contact and first contact against the air time so far."""
