@@ -8,7 +8,7 @@ main and the median of each phase, and the change each optimization makes to
 physics, update_state and reset_done against mba-dev, with the within-variant
 run-to-run range.
 
-    python scripts/demo_costs.py --num-envs 256 --rounds 3 --out docs/demo-costs.md
+    python scripts/demo_costs.py --num-envs 64 --rounds 3 --override sim.nthread=1 --out docs/demo-costs.md
 """
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ from reflab.manager import dev_costs  # noqa: E402
 PHASES = ("physics_ms", "update_state_ms", "reset_done_ms")
 
 
-def one_run(case, commit, n, warmup, measure):
+def one_run(case, commit, n, warmup, measure, overrides):
     for name in dev_costs.__dict__:
         if name.isupper():
             setattr(dev_costs, name, name in commit.costs)
-    cfg = compose_case(case, n, [f"runtime={commit.runtime}"], 0)
+    cfg = compose_case(case, n, [f"runtime={commit.runtime}", *overrides], 0)
     _, s, _, _ = run_collector(cfg, warmup, measure, 8)
     m = {k: float(np.mean(v)) for k, v in s.ms.items()}
     m["active_ms"] = m["env_step_ms"] + m["replay_ms"] + m["bookkeeping_ms"]
@@ -49,6 +49,8 @@ def main():
     p.add_argument("--measure", type=int, default=100)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--cases", default=",".join(SEED_CASES))
+    p.add_argument("--override", action="append", default=[],
+                   help="a Hydra override for every case, repeatable (the demo profile's: sim.nthread=1)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -57,13 +59,15 @@ def main():
     torch.set_num_threads(collector_torch_threads())
     commits = list(HISTORY)
     lines = [f"# Demo history: measured phase changes ({a.num_envs} envs, {a.rounds} rounds, {platform.node()})", "",
-             f"Command: `python scripts/demo_costs.py --num-envs {a.num_envs} --rounds {a.rounds}`", ""]
+             "Command: `python scripts/demo_costs.py " + " ".join(
+                 [f"--num-envs {a.num_envs}", f"--rounds {a.rounds}", *(f"--override {o}" for o in a.override)])
+             + f"` (collector torch threads: {collector_torch_threads()})", ""]
     for case in a.cases.split(","):
         runs = {c.name: [] for c in commits}
         for r in range(a.rounds):
             order = commits[r % len(commits):] + commits[:r % len(commits)]
             for c in (order if r % 2 == 0 else order[::-1]):
-                runs[c.name].append(one_run(case, c, a.num_envs, a.warmup, a.measure))
+                runs[c.name].append(one_run(case, c, a.num_envs, a.warmup, a.measure, a.override))
         med = {c: {k: float(np.median([m[k] for m in v])) for k in v[0]} for c, v in runs.items()}
         rng = {c: {k: float(np.ptp([m[k] for m in v])) for k in v[0]} for c, v in runs.items()}
         lines += [f"## {case}", "", "| commit | thr / main | physics ms | update_state ms | reset_done ms | active ms |",
