@@ -5,7 +5,7 @@ and the windows per run and runs per side that reach a target precision at the l
     python scripts/noise_components.py --machine vm-aa-solo [--window 10] [--half-width 0.03]
     python scripts/noise_components.py --machine vm-75e01b-demo-duet --by-run
     python scripts/noise_components.py --machine vm-depsshare-history --by-pair
-    python scripts/noise_components.py --machine vm-demo-turns --allocation
+    python scripts/noise_components.py --machine vm-demo-getters --allocation
 
 --by-run: each run in the order it started (its duet pair and CPU, where it ran in one) and how
 much slower or faster than its side's median it ran (the median over its cases, log scale): where
