@@ -8,7 +8,13 @@ main and the median of each phase, and the change each optimization makes to
 physics, update_state and reset_done against mba-dev, with the within-variant
 run-to-run range.
 
-    python scripts/demo_costs.py --num-envs 64 --rounds 3 --override sim.nthread=1 --out docs/demo-costs.md
+    python scripts/demo_costs.py --num-envs 64 --rounds 3 --override sim.nthread=1
+
+docs/demo-costs.md is measured at a duet side's settings (one CPU, every pool at one thread):
+
+    env OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1 \
+        OMP_WAIT_POLICY=PASSIVE UNILAB_COLLECTOR_TORCH_THREADS=1 taskset -c 1 \
+        python scripts/demo_costs.py --num-envs 64 --rounds 3 --override sim.nthread=1 --out docs/demo-costs.md
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mbaphases.demo_repo import HISTORY  # noqa: E402
-from reflab.bench import SEED_CASES, compose_case  # noqa: E402
+from reflab.bench import SEED_CASES, UsageError, available_cases, compose_case  # noqa: E402
 from reflab.collector import collector_torch_threads, run_collector  # noqa: E402
 from reflab.manager import dev_costs  # noqa: E402
 
@@ -53,6 +59,17 @@ def main():
                    help="a Hydra override for every case, repeatable (the demo profile's: sim.nthread=1)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
+    cases = a.cases.split(",")
+    unknown = [c for c in cases if c not in available_cases()]
+    if unknown:
+        print(f"error: --cases {unknown[0]!r} is not a case; valid: {', '.join(available_cases())}", file=sys.stderr)
+        return 2
+    for case in cases:  # every case and override composes before anything is measured
+        try:
+            compose_case(case, a.num_envs, ["runtime=direct", *a.override], 0)
+        except UsageError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch  # noqa: PLC0415 -- after OMP_WAIT_POLICY: torch reads it when it loads
 
@@ -62,7 +79,7 @@ def main():
              "Command: `python scripts/demo_costs.py " + " ".join(
                  [f"--num-envs {a.num_envs}", f"--rounds {a.rounds}", *(f"--override {o}" for o in a.override)])
              + f"` (collector torch threads: {collector_torch_threads()})", ""]
-    for case in a.cases.split(","):
+    for case in cases:
         runs = {c.name: [] for c in commits}
         for r in range(a.rounds):
             order = commits[r % len(commits):] + commits[:r % len(commits)]
@@ -91,7 +108,8 @@ def main():
         print("\n".join(lines[-(len(commits) + 9):]), flush=True)
     if a.out:
         Path(a.out).write_text("\n".join(lines) + "\n")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
