@@ -45,12 +45,12 @@ def add_parser(sub) -> None:
                    help="with --duet: 'star' pairs every candidate with the baseline and with the reference each "
                         "round; 'round-robin' runs every side once a round, every two meeting in turn (default: "
                         "pins 'duet_pairing', star)")
-    r.add_argument("--duet-share-cpu", action="store_true", default=None,
+    r.add_argument("--duet-share-cpu", action=argparse.BooleanOptionalAction, default=None,
                    help="with --duet: the two sides of a pair share one CPU, their collector loops taking turns "
                         "(pins 'duet_turn_ms', default 25 ms; between steps, outside the timed parts), so interference "
                         "that stays on one CPU hits both sides alike; pairs without a side in common run at once, one "
                         "per CPU; needs an entry that takes turns (mbaphases/turns.py: the suite's collector entry and "
-                        "the demo target's do; default: pins 'duet_share_cpu', off)")
+                        "the demo target's do; default: pins 'duet_share_cpu', off; --no-duet-share-cpu: one CPU a side)")
     r.add_argument("--resume", action="store_true",
                    help="if the newest batch of these pins on the machine was interrupted (or its command killed), "
                         "go on with it: its kept runs stay, only what its plan misses runs; otherwise a new batch")
@@ -63,11 +63,9 @@ def main(args) -> int:
         pins["baseline"] = {**pins["baseline"], "ref": args.baseline}
     if args.candidate:
         pins["candidates"] = [{"ref": args.candidate, "label": pins["candidates"][0]["label"]}]
-    duet = target.duet_setting(args.duet, pins)
+    duet = target.duet_setting(args.duet, pins, args.duet_share_cpu)
     if args.duet_pairing:
         pins["duet_pairing"] = args.duet_pairing
-    if args.duet_share_cpu:
-        pins["duet_share_cpu"] = duet = True
     conf = target.target_conf(Path(args.config), pins, args.field_repo, args.field_package)
     runs = args.runs if args.runs is not None else int(pins["runs"])
     until = until_decisive.plan(pins, runs, args.max_runs, args.budget_min) if args.until_decisive else None

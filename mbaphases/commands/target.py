@@ -65,6 +65,11 @@ def own_results(conf: Path, folder: str, out: Path) -> Path:
     return out
 
 
-def duet_setting(flag: bool | None, pins: dict) -> bool:
-    """Whether to run duets: --duet, else the pins' 'duet' (or 'duet_share_cpu', a kind of duet)."""
-    return flag if flag is not None else bool(pins.get("duet") or pins.get("duet_share_cpu"))
+def duet_setting(flag: bool | None, pins: dict, share_cpu: bool | None = None) -> bool:
+    """Whether to run duets: --duet, else the pins' 'duet' (or 'duet_share_cpu', a kind of duet).
+    ``share_cpu`` (--[no-]duet-share-cpu) sets the pins' 'duet_share_cpu'; asking to share a CPU
+    asks for a duet, and --no-duet-share-cpu alone keeps the duet with one CPU a side."""
+    duet = flag if flag is not None else bool(pins.get("duet") or pins.get("duet_share_cpu"))
+    if share_cpu is not None:
+        pins["duet_share_cpu"] = share_cpu
+    return duet or bool(share_cpu)

@@ -38,7 +38,8 @@ def published_suite(tmp, pins_text=None):
 def measured(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("published")
     suite = published_suite(tmp)
-    p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--profile", "tiny", "--runs", "1",
+    # one side at a time, through asv's own environments (the pins' default is pairs in turns)
+    p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--no-duet", "--profile", "tiny", "--runs", "1",
                       "--machine", "pub", timeout=2400)
     yield suite, p
     # one framework environment is about 2 GB
@@ -108,7 +109,7 @@ def test_ab_of_a_release_and_a_dependency_swap_in_one_command(measured):
     suite, _ = measured
     shutil.copy(ROOT / "pins.unilab.toml", suite / "pins.unilab.toml")
     p = run_mbaphases(suite, "ab", "unilab[mujoco,motrix]==1.4.0", "--swap", "unisim-core==2.2.0", "--profile", "tiny",
-                      "--runs", "1", "--cases", CASES[0], "--machine", "ab-pub", timeout=2400)
+                      "--runs", "1", "--cases", CASES[0], "--machine", "ab-pub", "--no-duet", timeout=2400)
     assert p.returncode in (0, 1), p.stdout[-4000:] + p.stderr[-3000:]
     out = suite / "reports" / "ab-unilab-1.4.0-vs-unilab-1.4.0-unisim-core-2.2.0"
     summary = json.loads((out / "summary.json").read_text())
@@ -119,6 +120,10 @@ def test_ab_of_a_release_and_a_dependency_swap_in_one_command(measured):
     pins = tomllib.loads(next(out.glob("pins.ab-*.toml")).read_text())
     assert pins["candidates"][0]["swap"] == ["unisim-core==2.2.0"]
     assert pins["published"]["repo"] == f"published-ab/{out.name.removeprefix('ab-')}"
+    # the design it ran in, kept for `mbaphases run --pins FILE` (the template's is pairs in turns)
+    assert pins["duet"] is False and pins["duet_share_cpu"] is False
+    metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "ab-pub").glob("*/run1.meta.json")]
+    assert len(metas) == 2 and not any(m.get("duet") for m in metas)
 
 
 def test_a_duet_runs_each_side_in_its_own_environment_at_the_same_time(measured, tmp_path):
@@ -129,7 +134,7 @@ def test_a_duet_runs_each_side_in_its_own_environment_at_the_same_time(measured,
                         "--python", sys.executable, "--machine", "pub-duet")
     _one_error(bad, f"--python {sys.executable} with --duet", "leave --python out")
     assert not (suite / "raw-runs" / "pub-duet").exists()
-    p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet", "--profile", "tiny", "--runs", "1",
+    p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet", "--no-duet-share-cpu", "--profile", "tiny", "--runs", "1",
                       "--machine", "pub-duet", timeout=2400)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     assert p.stdout.count("duet environment of ") == 2
@@ -155,8 +160,8 @@ def test_a_duet_runs_each_side_in_its_own_environment_at_the_same_time(measured,
     assert sorted(swapped.values()) == ["2.0.0", "2.2.0"], swapped
     envs = sorted((suite / ".asv" / "duet-env").iterdir())
     assert len(envs) == 2 and all((e / "mbaphases-install.json").is_file() for e in envs)
-    again = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet", "--profile", "tiny", "--runs", "1",
-                          "--machine", "pub-duet", timeout=2400)
+    again = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet", "--no-duet-share-cpu", "--profile",
+                          "tiny", "--runs", "1", "--machine", "pub-duet", timeout=2400)
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-3000:]
     assert sorted((suite / ".asv" / "duet-env").iterdir()) == envs, "made once, used again"
     # the pairs' spread per case, from the stored runs (two pairs now)
@@ -173,8 +178,8 @@ def test_a_duet_runs_each_side_in_its_own_environment_at_the_same_time(measured,
     s = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert "installed packages: differ only in unisim-core 2.0.0 → 2.2.0" in s["notes"], s["notes"]
 
-    # the two sides on one CPU, their loops in turns, from the same environments
-    shared = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet-share-cpu", "--profile", "tiny",
+    # the pins' own design: the two sides on one CPU, their loops in turns, from the same environments
+    shared = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--profile", "tiny",
                            "--runs", "1", "--machine", "pub-shared", timeout=2400)
     assert shared.returncode == 0, shared.stdout[-4000:] + shared.stderr[-3000:]
     assert sorted((suite / ".asv" / "duet-env").iterdir()) == envs
