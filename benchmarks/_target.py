@@ -310,13 +310,14 @@ def run_entry(pins: dict) -> dict:
     cmd = _entry_command(pins, entry_rel, stem)
     duet = duet_settings()
     share_cpu = bool(duet and duet["share_cpu"])
-    env = side_env(prof, bool(duet))
+    env = side_env(prof)
     if share_cpu:
         # the two entries of the pair on one CPU, their collector loops in turns: the entry loads the
         # suite's protocol by its path (nothing of the suite in the side's environment)
         env.update(MBAPHASES_TURNS_MODULE=str(SUITE_DIR / "mbaphases" / "turns.py"),
                    MBAPHASES_TURNS_DIR=duet["dir"], MBAPHASES_TURNS_ROLE=str(duet["role"]))
     meta["command"] = cmd
+    env_now["cpus"] = run_cpus(prof, env)
     with hold_formal_run_lock(f"entry run {stem}") as lock:
         meta["lock"] = lock
         if lock.get("timed_out") or target is None:
@@ -360,16 +361,31 @@ def run_entry(pins: dict) -> dict:
     return {"run": k, "results": results, "errors": errors}
 
 
-# one thread for every pool a side may start: torch's and OpenMP's, MKL, OpenBLAS, numba
-DUET_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-                "NUMBA_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+# every pool a side may start: torch's and OpenMP's, MKL, OpenBLAS, numba
+POOL_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
-def side_env(prof: dict, duet: bool) -> dict:  # not entry_*: asv would take it for a benchmark
-    """The entry's environment: offline, and in a duet (its profiles too) every pool at one
-    thread, each side having one CPU of its own; alone, the profile's torch threads."""
-    return {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": "1" if duet else str(prof["torch_threads"]),
-            **(DUET_THREADS if duet else {})}
+def profile_cpus(prof: dict) -> int:
+    """The CPUs the pinned program uses: its torch pool's threads (the largest pool a profile pins)."""
+    return int(prof["torch_threads"])
+
+
+def side_env(prof: dict) -> dict:  # not entry_*: asv would take it for a benchmark
+    """The entry's environment: offline, every pool at the profile's threads where the run has the
+    CPUs the profile asks for (the pinned program); on fewer CPUs (a pair's slot on a smaller host,
+    a one-CPU runner) at as many threads as the run has CPUs: never more threads than CPUs."""
+    threads = str(min(len(os.sched_getaffinity(0)), profile_cpus(prof)))
+    short = len(os.sched_getaffinity(0)) < profile_cpus(prof)
+    return {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": threads, **dict.fromkeys(POOL_VARS, threads),
+            **({"OMP_WAIT_POLICY": "PASSIVE"} if short else {})}
+
+
+def run_cpus(prof: dict, env: dict) -> dict:
+    """The CPUs this run had (its affinity) against the profile's, and each pool's threads: runs
+    with other CPU counts measure another program and are never compared (mbaphases.comparable)."""
+    affinity = sorted(os.sched_getaffinity(0))
+    return {"affinity": affinity, "count": len(affinity), "profile_asks": profile_cpus(prof),
+            "pools": {k: env.get(k) for k in ("UNILAB_COLLECTOR_TORCH_THREADS", *POOL_VARS)}}
 
 
 DUET_WAIT_S = 1800.0  # the partner's case takes at most this long to reach the barrier
@@ -381,7 +397,8 @@ def duet_settings() -> dict | None:
     if not folder:
         return None
     return {"dir": folder, "pair": os.environ["MBAPHASES_DUET_PAIR"], "role": int(os.environ["MBAPHASES_DUET_ROLE"]),
-            "cpu": int(os.environ["MBAPHASES_DUET_CPU"]), "partner": os.environ["MBAPHASES_DUET_PARTNER"],
+            "cpu": int(os.environ["MBAPHASES_DUET_CPU"]), "cpus": sorted(os.sched_getaffinity(0)),
+            "partner": os.environ["MBAPHASES_DUET_PARTNER"],
             "round": int(os.environ["MBAPHASES_DUET_ROUND"]),
             "share_cpu": os.environ.get("MBAPHASES_DUET_SHARE_CPU") == "1"}
 
@@ -405,7 +422,7 @@ def _run_duet_entry(cmd: list[str], target: Path, env: dict, commit: str, k: int
     """The entry over every case, as in a solo run, held at each case's start (its progress line)
     until the partner's entry reaches the same case, so the two measured windows overlap. One
     process a side: the interpreter's start is paid once, not once per case."""
-    record = {**{key: duet[key] for key in ("pair", "round", "role", "cpu", "partner", "share_cpu")},
+    record = {**{key: duet[key] for key in ("pair", "round", "role", "cpu", "cpus", "partner", "share_cpu")},
               "threads": {key: env.get(key) for key in (*THREAD_VARS, "NUMBA_NUM_THREADS")},
               "affinity": sorted(os.sched_getaffinity(0)), "held_at": "case progress line", "cases": {}}
 
@@ -498,7 +515,7 @@ def profile_side() -> None:
     target, entry_rel = target_dir()
     out = (Path(os.environ.get("MBAPHASES_RAW_DIR") or SUITE_DIR / "raw-runs") / machine_name()
            / os.environ["MBAPHASES_COMMIT"] / "profile" / os.environ["MBAPHASES_BATCH"])
-    profile_functions(pins, target, entry_rel, out, side_env(pins["active_profile"], duet=True))
+    profile_functions(pins, target, entry_rel, out, side_env(pins["active_profile"]))
 
 
 def profile_functions(pins: dict, target: Path, entry_rel: str, out: Path, env: dict) -> None:

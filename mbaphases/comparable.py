@@ -30,14 +30,27 @@ def _hw(side: Side, run: str) -> dict:
 
 
 def group_id(hw: dict) -> str:
-    """Six hex digits naming one hardware (with the machine it was recorded under)."""
-    key = {"machine": hw.get("machine"), **hardware.key(hw)}
+    """Six hex digits naming one hardware (with the machine it was recorded under, and the CPUs each
+    run had where recorded: one program on 1 and on 2 CPUs is two programs)."""
+    key = {"machine": hw.get("machine"), **hardware.key(hw), **({"run_cpus": hw["run_cpus"]} if hw.get("run_cpus") else {})}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:6]
 
 
 def describe(hw: dict) -> str:
     machine = hw.get("machine")
-    return (f"{machine}: " if machine else "") + hardware.text(hw)
+    cpus = f", {hw['run_cpus']} CPU{'s' if hw['run_cpus'] != 1 else ''} a run" if hw.get("run_cpus") else ""
+    return (f"{machine}: " if machine else "") + hardware.text(hw) + cpus
+
+
+def cpus_caveat(b: Side, c: Side) -> str:
+    """On every verdict whose runs had fewer CPUs than the profile asks: what program was measured."""
+    short = [(hw["run_cpus"], hw["profile_cpus"]) for side in (b, c) for run in side.runs()
+             if (hw := _hw(side, run)).get("run_cpus") and hw.get("profile_cpus") and hw["run_cpus"] < hw["profile_cpus"]]
+    if not short:
+        return ""
+    had, asked = min(x for x, _ in short), max(y for _, y in short)
+    return (f"; measured on {had} CPU{'s' if had != 1 else ''} a run, every pool at {had} thread{'s' if had != 1 else ''}"
+            f": the profile asks for {asked}, so this is a verdict on a smaller program than the one pinned")
 
 
 def groups(side: Side) -> dict[str, list[str]]:
@@ -142,9 +155,9 @@ def strata_text(b: Side, c: Side, blocks: list) -> str:
     paired = [(xb[0], xc[0]) for xb, xc in blocks if len(xb) == 1 and xb[0] in b.pairs] if b.pairs and c.pairs else []
     pairs = len(paired)
     rest = len(blocks) - pairs
-    # a pair whose two runs had one CPU between them took turns on it (run --duet-share-cpu)
+    # a pair whose two runs had one slot between them took turns on it (run --design turns)
     shared = bool(paired) and all(b.cpus.get(rb) is not None and b.cpus.get(rb) == c.cpus.get(rc) for rb, rc in paired)
-    parts = ([f"{pairs} duet pair{'s' if pairs != 1 else ''}" + (" (each on one CPU, in turns)" if shared else "")]
+    parts = ([f"{pairs} duet pair{'s' if pairs != 1 else ''}" + (" (each pair's two sides in turns on one slot)" if shared else "")]
              if pairs else []) + \
         ([f"{rest} batch{'es' if rest != 1 else ''}"] if rest else [])
     return " + ".join(parts)

@@ -19,8 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mbaphases import comparable, inputs, load, runner, staging, tables
+from mbaphases import comparable, inputs, load, staging, tables
 from mbaphases.errors import UsageError
+from mbaphases.run import batch, prepare
+from mbaphases.run.design import Design
 from mbaphases.side import Side
 from mbaphases.stats import intervals, rules
 
@@ -87,10 +89,10 @@ class Search:
 
 def first_parent_line(repo: Path, good: str, bad: str) -> list[str]:
     """GOOD, then every commit on BAD's first-parent line after it, up to BAD."""
-    g, b = runner.resolve_ref(repo, good), runner.resolve_ref(repo, bad)
+    g, b = prepare.resolve_ref(repo, good), prepare.resolve_ref(repo, bad)
     if g == b:
         raise UsageError(f"GOOD {good!r} and BAD {bad!r} are the same commit {g[:12]}; give two different commits")
-    line = runner.git(repo, "rev-list", "--first-parent", b).split()
+    line = prepare.git(repo, "rev-list", "--first-parent", b).split()
     if g not in line:
         raise UsageError(f"GOOD {good!r} ({g[:12]}) is not on the first-parent line of BAD {bad!r}; "
                          "give a GOOD that BAD descends from along first parents")
@@ -103,12 +105,12 @@ def point_labels(repo: Path, shas: list[str], pins: dict) -> list[Point]:
     for side in [pins.get("baseline", {}), *pins.get("candidates", [])]:
         if side.get("ref"):
             try:
-                by_sha.setdefault(runner.resolve_ref(repo, side["ref"]), side["label"])
+                by_sha.setdefault(prepare.resolve_ref(repo, side["ref"]), side["label"])
             except UsageError:
                 pass  # a pins side this repository lacks names nothing here
     out = []
     for sha in shas:
-        names = runner.git(repo, "for-each-ref", "--points-at", sha, "--format=%(refname:short)",
+        names = prepare.git(repo, "for-each-ref", "--points-at", sha, "--format=%(refname:short)",
                            "refs/heads", "refs/tags").split()
         out.append(Point(sha, by_sha.get(sha) or (names[0] if names else sha[:10])))
     return out
@@ -145,9 +147,9 @@ class Measurer:
     """Runs batches of sides with the suite's runner and loads what the store holds for them."""
 
     def __init__(self, conf_path: Path, pins: dict, case: str, runs: int, machine: str, python: str | None, out,
-                 duet: bool = False):
+                 design: Design | None = None):
         self.conf_path, self.pins, self.case, self.runs = conf_path, pins, case, runs
-        self.machine, self.python, self.out, self.duet = machine, python, out, duet
+        self.machine, self.python, self.out, self.design = machine, python, out, design
         conf = inputs.load_asv_conf(conf_path)
         self.results_dir = conf_path.resolve().parent / conf.get("results_dir", "results")
         self.repo = conf_path.resolve().parent / conf["repo"]
@@ -163,8 +165,8 @@ class Measurer:
         # makes the runner pair the others with it as well as with the baseline
         step_pins["reference"] = points[1].label
         before = set(self._batch_records())
-        rc = runner.run_sides(self.conf_path, step_pins, self.runs, self.machine, self.python, out=self.out,
-                              duet=self.duet, resume_hint=FIND_RESUME_HINT)
+        rc = batch.run_sides(self.conf_path, step_pins, self.runs, self.machine, self.python, out=self.out,
+                              design=self.design, resume_hint=FIND_RESUME_HINT)
         self.batches += sorted(set(self._batch_records()) - before)
         if rc == 130:
             # interrupted: its runs are kept; the search stops rather than deciding on what is missing
@@ -204,8 +206,8 @@ def decision_confidence(confidence: float, commits: int, max_batches: int) -> fl
 
 def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: str, *, runs: int, max_batches: int,
            budget_s: float, confidence: float, machine: str, python: str | None = None, out=sys.stdout,
-           duet: bool = False) -> Search:
-    m = Measurer(conf_path, pins, case, runs, machine, python, out, duet)
+           design: Design | None = None) -> Search:
+    m = Measurer(conf_path, pins, case, runs, machine, python, out, design)
     shas = first_parent_line(m.repo, resolve_end(m.repo, good, pins), resolve_end(m.repo, bad, pins))
     line = point_labels(m.repo, shas, pins)
     n = len(line) - 1

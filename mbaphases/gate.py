@@ -180,6 +180,9 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
                     status, row["note"] = own, f"excepted only at >= {exc.threshold:.2f}, which it does not clear: {exc.decision}"
         row["gate"] = status
         rows.append(row)
+    caveat = comparable.cpus_caveat(b, c)  # on every verdict, MISSING ones too
+    for row in rows if caveat else []:
+        row["note"] = ((row.get("note") or "") + caveat).removeprefix("; ")
     return rows
 
 

@@ -51,12 +51,16 @@ PINS_SCHEMA = {
         "candidates": {"type": "array", "minItems": 1, "items": _CANDIDATE},
         "reference": {"type": "string", "minLength": 1},
         "profile_functions": {"type": "boolean"},
+        # the batch's design (mbaphases.run.design): solo, pairs at once, or pairs in turns on one slot
+        "design": {"enum": ["solo", "pairs", "turns"]},
+        # which sides run together in a round (mbaphases.run.design.pairs_of_round)
+        "pairing": {"enum": ["star", "round-robin"]},
+        # how long a side's turn lasts before it hands its slot over (the entry's default: 25 ms)
+        "turn_ms": {"type": "number", "exclusiveMinimum": 0},
+        # the earlier names of the same settings (aliases: design pairs / turns, pairing, turn_ms)
         "duet": {"type": "boolean"},
-        # which sides run together in a duet round (mbaphases.runner.duet_pairs)
         "duet_pairing": {"enum": ["star", "round-robin"]},
-        # the two sides of a pair on one CPU, in turns (mbaphases.runner._run_duets)
         "duet_share_cpu": {"type": "boolean"},
-        # how long a side's turn lasts before it hands the CPU over (the entry's default: 25 ms)
         "duet_turn_ms": {"type": "number", "exclusiveMinimum": 0},
         "profile_native": {"type": "boolean"},
         # the interval half-width a batch's allocation plans for (mbaphases.allocation; default 0.03)

@@ -50,8 +50,15 @@ ALIGN_KEYS = ("num_envs", "replay_capacity_rows", "replay_capacity_steps", "obs_
 RUNTIME_KEYS = ("runtime",)
 
 
-HARDWARE_KEYS = ("machine", "cpu", "logical_cpus", "memory", "gpu")
+HARDWARE_KEYS = ("machine", "cpu", "logical_cpus", "memory", "gpu", "run_cpus")
 HARDWARE_FIELDS = ("cpu", "logical_cpus", "memory", "gpu")  # of a run meta's environment
+
+
+def run_cpus(env: dict) -> dict:
+    """The CPUs a run had and the profile's wish ({} where the run recorded none): runs with other
+    CPU counts measured another program, and are compared as other hardware is (never)."""
+    cpus = env.get("cpus") or {}
+    return {"run_cpus": cpus["count"], "profile_cpus": cpus.get("profile_asks")} if cpus.get("count") else {}
 
 
 def hardware_differences(b: Side, c: Side) -> list[str]:
@@ -318,25 +325,32 @@ def load_raw_side(label: str, patterns: list[str]) -> Side:
     side.pins = json.loads(next(iter(args)))
     side.run_digests = digests
     side.notes += notes
-    doc_of = {p: d for p, _, d in docs}
-    for p in paths:
-        meta = Path(p).with_name(Path(p).name.removesuffix(".json") + ".meta.json")
-        if meta.is_file():
-            doc = read_json_file(meta)
-            if doc.get("batch"):
-                side.batches[p] = doc["batch"]
-            if (doc.get("duet") or {}).get("pair"):
-                side.pairs[p] = doc["duet"]["pair"]
-                if doc["duet"].get("cpu") is not None:
-                    side.cpus[p] = int(doc["duet"]["cpu"])
-                if doc["duet"].get("share_cpu"):
-                    side.turns.add(p)
-                    if _turns_without_end_wait(doc_of[p]):
-                        side.turns_without_end_wait.add(p)
     # runs on other hardware are kept apart per run, never pooled (mbaphases.comparable)
     side.run_hardware = {p: _entry_hardware(d) for p, _, d in docs}
+    _read_suite_metas(side, paths, {p: d for p, _, d in docs})
     side.hardware = side.run_hardware[paths[0]]
     return side
+
+
+def _read_suite_metas(side: Side, paths: list[str], doc_of: dict) -> None:
+    """What the suite's meta file beside a raw run adds: its batch, its pair (and slot, and whether
+    it took turns), the CPUs it had."""
+    for p in paths:
+        meta = Path(p).with_name(Path(p).name.removesuffix(".json") + ".meta.json")
+        if not meta.is_file():
+            continue
+        doc = read_json_file(meta)
+        side.run_hardware[p].update(run_cpus(doc.get("environment") or {}))
+        if doc.get("batch"):
+            side.batches[p] = doc["batch"]
+        if (doc.get("duet") or {}).get("pair"):
+            side.pairs[p] = doc["duet"]["pair"]
+            if doc["duet"].get("cpu") is not None:
+                side.cpus[p] = int(doc["duet"]["cpu"])
+            if doc["duet"].get("share_cpu"):
+                side.turns.add(p)
+                if _turns_without_end_wait(doc_of[p]):
+                    side.turns_without_end_wait.add(p)
 
 
 # --- asv results -------------------------------------------------------------------------------
@@ -517,7 +531,8 @@ def _raw_runs(raw: Path, side: Side) -> _RawRuns:
         out.fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
         env = side.environment or {}
-        out.hardware[run] = {"machine": meta.get("machine"), **{k: env[k] for k in HARDWARE_FIELDS if k in env}}
+        out.hardware[run] = {"machine": meta.get("machine"), **{k: env[k] for k in HARDWARE_FIELDS if k in env},
+                             **run_cpus(env)}
         side.pins = {"benchmark_version": meta["version"], **meta.get("profile", {})}
         out.flags[run] = run_flags(meta)
         raw_json = meta_path.with_name(f"run{meta['run']}.json")

@@ -58,8 +58,8 @@ def end_session(sid: int, grace_s: float = GRACE_S) -> list[int]:
     return found
 
 
-def start(cmd: list[str], cwd, env: dict, cpu: int | None = None, into: list | None = None) -> subprocess.Popen:
-    """``cmd`` in a session of its own (on ``cpu`` alone when given: its children inherit it), with
+def start(cmd: list[str], cwd, env: dict, cpus: list[int] | None = None, into: list | None = None) -> subprocess.Popen:
+    """``cmd`` in a session of its own (on ``cpus`` alone when given: its children inherit them), with
     its watcher, appended to ``into`` (the caller's list of what to end). An interrupt (Ctrl-C,
     SIGTERM, SIGHUP) arriving meanwhile waits until the process is watched and in that list: raised
     between the start and the list, it would leave a run going that nothing ends."""
@@ -68,8 +68,8 @@ def start(cmd: list[str], cwd, env: dict, cpu: int | None = None, into: list | N
 
     def child() -> None:
         takes_signals()
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
+        if cpus is not None:
+            os.sched_setaffinity(0, set(cpus))
 
     with held_signals():
         # the watcher first: the session is watched from the moment it exists

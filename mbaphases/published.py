@@ -25,9 +25,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mbaphases import assets, inputs, runner, targets
+from mbaphases import assets, inputs, targets
 from mbaphases.errors import UsageError
 from mbaphases.inputs import published_tag
+from mbaphases.run import prepare
 from mbaphases.targets import requirement_name
 
 ENTRY_SOURCE = Path(__file__).with_name("unilab_entry.py")
@@ -75,7 +76,7 @@ def export_commit(side: dict, pins_dir: Path, suite_dir: Path) -> dict:
     checkout = checkout if checkout.is_absolute() else (pins_dir / checkout)
     if not checkout.exists():
         raise UsageError(f"side {side['label']!r}: checkout {checkout} does not exist")
-    sha = runner.resolve_ref(checkout, side["commit"])
+    sha = prepare.resolve_ref(checkout, side["commit"])
     tree = (suite_dir / ".asv" / "checkouts" / sha).resolve()
     record = tree.with_name(f"{sha}.json")
     if not record.is_file():
@@ -91,7 +92,7 @@ def export_commit(side: dict, pins_dir: Path, suite_dir: Path) -> dict:
 def _write_tree(checkout: Path, sha: str, tree: Path) -> list[str]:
     """Every file of the commit under ``tree``, its blobs read through one ``git cat-file --batch``
     (one process for the whole tree, not one per file); the paths whose blob is missing returned."""
-    listing = runner.git(checkout, "ls-tree", "-r", "-z", sha)
+    listing = prepare.git(checkout, "ls-tree", "-r", "-z", sha)
     work = tree.with_name(tree.name + ".partial")
     shutil.rmtree(work, ignore_errors=True)
     absent = []
@@ -175,8 +176,8 @@ def _existing_locks(repo: Path) -> dict[str, str]:
     if not (repo / ".git" / MARKER).is_file():
         return {}
     out = {}
-    for tag in runner.git(repo, "tag", "--list", f"{inputs.PUBLISHED_TAG_PREFIX}*").split():
-        side, lock = (runner.git(repo, "show", f"{tag}:{name}") + "\n" for name in ("side.json", "requirements.lock"))
+    for tag in prepare.git(repo, "tag", "--list", f"{inputs.PUBLISHED_TAG_PREFIX}*").split():
+        side, lock = (prepare.git(repo, "show", f"{tag}:{name}") + "\n" for name in ("side.json", "requirements.lock"))
         out[json.dumps(json.loads(side).get("definition"), sort_keys=True)] = lock
     return out
 
@@ -216,7 +217,7 @@ def generate(pins: dict, suite_dir: Path, out=sys.stdout) -> Path:
                                  else None))
     resolved_with = _uv("--version", what="uv").strip()
     try:
-        runner.git(work, "init", "-q", "-b", "main")
+        prepare.git(work, "init", "-q", "-b", "main")
         for i, side in enumerate(sides):
             key = json.dumps(_definition(side), sort_keys=True)
             lock = known.get(key)
@@ -238,19 +239,19 @@ def generate(pins: dict, suite_dir: Path, out=sys.stdout) -> Path:
             entry = work / ENTRY_PATH
             entry.parent.mkdir(parents=True)
             shutil.copyfile(ENTRY_SOURCE, entry)
-            runner.git(work, "add", "-A")
+            prepare.git(work, "add", "-A")
             date = f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}+00:00"
             ident = {"GIT_AUTHOR_NAME": "mbaphases", "GIT_AUTHOR_EMAIL": "mbaphases@localhost",
                      "GIT_COMMITTER_NAME": "mbaphases", "GIT_COMMITTER_EMAIL": "mbaphases@localhost",
                      "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-            runner.git(work, "commit", "-q", "--allow-empty", "-m", side["label"], env=ident)
-            runner.git(work, "tag", "-f", published_tag(side["label"]))
+            prepare.git(work, "commit", "-q", "--allow-empty", "-m", side["label"], env=ident)
+            prepare.git(work, "tag", "-f", published_tag(side["label"]))
         (work / ".git" / MARKER).write_text("made by mbaphases.published; replaced on every run\n")
         if repo.exists():
             # commits measured before stay reachable: the new line is fetched into the old repository
-            runner.git(repo, "fetch", "-q", "--force", "--update-head-ok", str(work), "+refs/heads/main:refs/heads/main",
+            prepare.git(repo, "fetch", "-q", "--force", "--update-head-ok", str(work), "+refs/heads/main:refs/heads/main",
                  "+refs/tags/*:refs/tags/*")
-            runner.git(repo, "reset", "-q", "--hard", "main")
+            prepare.git(repo, "reset", "-q", "--hard", "main")
         else:
             repo.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(work), str(repo))
@@ -266,5 +267,5 @@ def asv_conf(pins: dict, suite_dir: Path, repo: Path) -> Path:
     per pins file (pins.unilab.toml: asv.pins.unilab.resolved.conf.json), so a run of other pins never
     repoints the config a batch record names."""
     out = suite_dir / f"asv.{Path(pins['path']).stem}.resolved.conf.json"
-    return runner.field_conf(suite_dir / "asv.field.conf.json", str(repo), PACKAGE, out,
+    return prepare.field_conf(suite_dir / "asv.field.conf.json", str(repo), PACKAGE, out,
                              {"python": pins["published"].get("python", "3.11")})

@@ -263,11 +263,23 @@ def _functions_view(rep: Report) -> pd.DataFrame:
     return fn
 
 
+def _dispersion_lines(d: pd.DataFrame) -> list[str]:
+    """The decision block's lines for the sides' drift between batches and transients within runs."""
+    lines = []
+    for _, row in d[d.get("drift", pd.Series(False, index=d.index)) == True].iterrows():  # noqa: E712
+        lines.append(f"- `{row.case}` ({row.side}): DRIFT between batches ({row.batches}). Suggested: rerun "
+                     "both sides in one interleaved batch, or an exception naming the drift.")
+    for _, row in d[d.get("transient", pd.Series(False, index=d.index)) == True].iterrows():  # noqa: E712
+        lines.append(f"- `{row.case}` ({row.side}): TRANSIENT: the measured window's first third ran "
+                     f"{row.first_last - 1:+.1%} against its last (not in steady state). Suggested: more warmup "
+                     "steps in the profile; the gated figure stays the field's (steps over active time).")
+    return lines
+
+
 def decision_block(rep: Report) -> str:
     """The proposed gate, what misses it, what noise or drift leaves undecided with the
     suggested handling, recorded decisions, and an exceptions snippet to paste."""
     g = rep.gate.to_dict("records")
-    d = rep.dispersion
     how = ("interval of the ratio through every side's duet pairs"
            if any(str(r.get("method") or "").startswith("intra-block") for r in g)
            else "distribution-free interval of the ratio")
@@ -282,13 +294,7 @@ def decision_block(rep: Report) -> str:
         lines.append(f"- `{r['case']}`: INCONCLUSIVE, {interval_text(r)} contains {r['threshold']:.2f}; smallest "
                      f"detectable change {_num(r['smallest_detectable_change'], '{:.1%}')}. Suggested: {more} "
                      "(`mbaphases run --until-decisive`), or an exception below.")
-    for _, row in d[d.get("drift", pd.Series(False, index=d.index)) == True].iterrows():  # noqa: E712
-        lines.append(f"- `{row.case}` ({row.side}): DRIFT between batches ({row.batches}). Suggested: rerun "
-                     "both sides in one interleaved batch, or an exception naming the drift.")
-    for _, row in d[d.get("transient", pd.Series(False, index=d.index)) == True].iterrows():  # noqa: E712
-        lines.append(f"- `{row.case}` ({row.side}): TRANSIENT: the measured window's first third ran "
-                     f"{row.first_last - 1:+.1%} against its last (not in steady state). Suggested: more warmup "
-                     "steps in the profile; the gated figure stays the field's (steps over active time).")
+    lines += _dispersion_lines(rep.dispersion)
     for r in g:
         if r["gate"] in ("MISSING", "MISALIGNED"):
             lines.append(f"- `{r['case']}`: {r['gate']}: {r['note']}.")

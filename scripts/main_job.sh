@@ -11,18 +11,18 @@ step() { echo "[main job $(date +%H:%M:%S)] $*" >&2; }
 
 step "demo target repository"
 mbaphases demo-repo --path demo-target
-step "A/B run (asv; duets run from the suite's environment, solo runs build asv's first, a few minutes)"
+step "A/B run (asv; pairs run from the suite's environment, a few minutes)"
 set +e
 # 4 runs a side, then (2 planned looks at 95% each) one more round for the sides still open, or
 # one replacement round for runs another process disturbed (the budget counts from the batch's
 # start, so it must outlast the pinned rounds); one profiled run per side and case, outside the
-# measured runs, for the function table. Duet rounds, each pair's two sides on one CPU with their
-# collector loops taking turns (between steps, outside the timed parts), so a slowdown of that CPU
-# hits both alike; every side once a round (round-robin), pairs without a side in common at once,
-# one per CPU (docs/noise.md). --resume: after an interrupted job, the run goes on with its batch
-# (its kept runs stay; only what they miss runs)
-duet=(--duet --duet-share-cpu --duet-pairing round-robin)
-mbaphases run --resume --profile-functions --until-decisive --max-runs 5 --budget-min 30 "${duet[@]}" "$@"
+# measured runs, for the function table. Pairs in turns: each pair's two sides on one slot of the
+# profile's CPUs (the demo's two, where the host has them; one on a one-CPU runner, said in the plan),
+# their collector loops taking turns between steps, outside the timed parts, so a slowdown of those
+# CPUs hits both alike; every side once a round (round-robin) (docs/noise.md). --resume: after an
+# interrupted job, the run goes on with its batch (its kept runs stay; only what they miss runs)
+mbaphases run --resume --profile-functions --until-decisive --max-runs 5 --budget-min 30 \
+    --design turns --pairing round-robin "$@"
 run_status=$?
 set -e
 if [ "$run_status" -eq 130 ]; then
@@ -30,6 +30,12 @@ if [ "$run_status" -eq 130 ]; then
     # is left; a report now would lack sides, so stop here
     step "interrupted during the A/B run (its completed runs are kept, counted above); run the main job again to resume its batch"
     exit 130
+fi
+if [ "$run_status" -ge 2 ]; then
+    # refused or failed before its runs (its error line above): a report now would show other
+    # batches' verdicts as if they were this job's
+    step "the A/B run stopped (exit $run_status, its error above); nothing published or reported: mend what it names and run the main job again"
+    exit "$run_status"
 fi
 step "asv publish -> html/"
 mbaphases publish

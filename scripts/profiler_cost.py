@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import _target  # noqa: E402
 from mbaphases import inputs  # noqa: E402
 from mbaphases.errors import ArgumentParser, UsageError  # noqa: E402
-from mbaphases.runner import pyspy_path  # noqa: E402
+from mbaphases.run.prepare import pyspy_path  # noqa: E402
 
 MODES = ("none", "paused", "nonblocking")
 

@@ -7,7 +7,6 @@ or with ``--repo`` two refs of a repository (the demo target's or a checkout of 
 ``--swap PKG==V`` replaces one package on the candidate side (CAND then defaults to BASE)."""
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import re
@@ -18,9 +17,11 @@ from pathlib import Path
 import tomli_w
 from packaging.requirements import InvalidRequirement, Requirement
 
-from mbaphases import inputs, runner
+from mbaphases import inputs
 from mbaphases.commands import report, target
 from mbaphases.errors import UsageError
+from mbaphases.run import batch, prepare
+from mbaphases.run import design as design_mod
 
 # the shipped pins each kind of side starts from: cases, profiles, gate, how sides are installed
 TEMPLATES = {"published": "pins.unilab.toml", "demo": "pins.toml", "field": "pins.field.toml"}
@@ -42,12 +43,7 @@ def add_parser(sub) -> None:
     a.add_argument("--machine", default=None, help="asv machine name (default: <host>-<hardware>-<profile>)")
     a.add_argument("--python", default=None, help="use this existing python instead of building environments "
                                                    "(refs of a repository only)")
-    a.add_argument("--duet", action=argparse.BooleanOptionalAction, default=None,
-                   help="run the two sides in pairs at the same time (mbaphases run --duet; default: the template "
-                        "pins' design, pins.unilab.toml's pairs in turns on one CPU; --no-duet: one side at a time)")
-    a.add_argument("--duet-share-cpu", action=argparse.BooleanOptionalAction, default=None,
-                   help="the pair's two sides on one CPU, their loops in turns (mbaphases run --duet-share-cpu; "
-                        "default: the template pins')")
+    target.add_design_arguments(a)
     a.add_argument("--lock-timeout-min", type=float, default=120.0,
                    help="wait at most this long for another formal run to finish (default 120)")
     a.set_defaults(handler=main)
@@ -87,7 +83,7 @@ def sides(args, kind: str) -> tuple[dict, dict]:
         if args.cand is None:
             raise UsageError("CAND is missing: give the candidate's ref")
         for ref in (args.base, args.cand):
-            runner.resolve_ref(Path(args.repo), ref)
+            prepare.resolve_ref(Path(args.repo), ref)
         return {"ref": args.base, "label": args.base}, {"ref": args.cand, "label": args.cand}
     base = {"label": _label(args.base, "BASE"), "install": args.base}
     if args.cand is None and not args.swap:
@@ -128,8 +124,10 @@ def pins_doc(args, kind: str) -> dict:
             raise UsageError(f"--runs {args.runs} must be >= 1")
         doc["runs"] = args.runs
     # the design the comparison runs in, written out so that `mbaphases run --pins FILE` adds runs of the same
-    doc["duet"] = target.duet_setting(args.duet, doc, args.duet_share_cpu)
-    doc["duet_share_cpu"] = doc["duet"] and bool(doc.get("duet_share_cpu"))
+    chosen = target.design_setting(args, doc, args.repo if kind == "field" else None)
+    for key in ("duet", "duet_share_cpu", "duet_pairing", "duet_turn_ms"):
+        doc.pop(key, None)
+    doc.update(chosen.as_pins())
     exceptions = doc.get("gate", {}).get("exceptions")
     if exceptions:
         # the maintainer's exceptions still apply; the path is the template's, relative to its folder
@@ -169,17 +167,18 @@ def main(args) -> int:
         raise
     print(f"pins: {pins_path}", flush=True)
     runs = args.runs if args.runs is not None else int(pins["runs"])
-    duet = target.duet_setting(None, pins)
+    # the run takes its design from the file the user will repeat, not from a second copy of the choice
+    design = design_mod.settle(pins, takes_turns=target.entry_takes_turns(args.repo if kind == "field" else None))
     try:
-        with runner.formal_run_lock(f"mbaphases ab {pins_path}", 60 * args.lock_timeout_min):
-            rc = runner.run_sides(conf, pins, runs, args.machine, args.python,
-                                  profile_functions=bool(pins.get("profile_functions", False)), duet=duet)
-    except runner.LockBusy as e:
+        with prepare.formal_run_lock(f"mbaphases ab {pins_path}", 60 * args.lock_timeout_min):
+            rc = batch.run_sides(conf, pins, runs, args.machine, args.python,
+                                  profile_functions=bool(pins.get("profile_functions", False)), design=design)
+    except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
-        return runner.EXIT_LOCK_TIMEOUT
+        return prepare.EXIT_LOCK_TIMEOUT
     if rc not in (0, 1):
         return rc  # interrupted: every completed run is kept, the report can follow later
-    machine = args.machine or runner.default_machine(pins["active_profile"]["name"], duet)
+    machine = args.machine or prepare.default_machine(pins["active_profile"]["name"], design.paired)
     opts = report.ReportOptions(out=str(out), config=str(conf), pins=str(pins_path), machine=machine,
                                 html=str(out / "page"))
     verdict, _ = report.make_report(opts)  # prints where the report and its page are

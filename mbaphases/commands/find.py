@@ -2,15 +2,15 @@
 commit that moved a phase (mbaphases.find)."""
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 from mbaphases import find as find_mod
-from mbaphases import inputs, runner
+from mbaphases import inputs
 from mbaphases.commands import target
 from mbaphases.errors import UsageError
+from mbaphases.run import prepare
 from mbaphases.stats import rules
 
 
@@ -34,9 +34,7 @@ def add_parser(sub) -> None:
     f.add_argument("--machine", default=None,
                    help="asv machine name (default: <host>-<hardware fingerprint>-<profile>)")
     f.add_argument("--python", default=None, help="use this existing python instead of building environments")
-    f.add_argument("--duet", action=argparse.BooleanOptionalAction, default=None,
-                   help="measure each step's points in duet pairs (mbaphases run --duet; "
-                        "a signed-rank interval needs 5 pairs: --runs 5 or more)")
+    target.add_design_arguments(f)
     f.add_argument("--field-repo", default=None, help="search the field's repository (URL or path)")
     f.add_argument("--field-package", default=None, help="the field repository's package name")
     f.add_argument("--lock-timeout-min", type=float, default=120.0,
@@ -65,18 +63,18 @@ def main(args) -> int:
         confidence = float(pins.get("gate", {}).get("confidence", rules.DEFAULT_CONFIDENCE))
     if not 0.5 <= confidence < 1:
         raise UsageError(f"--confidence {confidence} must be in [0.5, 1)")
-    duet = target.duet_setting(args.duet, pins)
+    design = target.design_setting(args, pins, args.field_repo)
     conf = target.target_conf(Path(args.config), pins, args.field_repo, args.field_package)
-    machine = args.machine or runner.default_machine(pins["active_profile"]["name"], duet)
+    machine = args.machine or prepare.default_machine(pins["active_profile"]["name"], design.paired)
     started = time.time()
     try:
-        with runner.formal_run_lock(f"mbaphases find {conf}", 60 * args.lock_timeout_min):
+        with prepare.formal_run_lock(f"mbaphases find {conf}", 60 * args.lock_timeout_min):
             search = find_mod.bisect(conf, pins, what, args.case, args.good, args.bad, runs=runs,
                                      max_batches=args.max_batches, budget_s=60 * args.budget_min,
-                                     confidence=confidence, machine=machine, python=args.python, duet=duet)
-    except runner.LockBusy as e:
+                                     confidence=confidence, machine=machine, python=args.python, design=design)
+    except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
-        return runner.EXIT_LOCK_TIMEOUT
+        return prepare.EXIT_LOCK_TIMEOUT
     suite_dir = conf.resolve().parent
     out = suite_dir / "raw-runs" / machine / "find" / f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}.json"
     find_mod.record(search, out, started)

@@ -8,8 +8,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mbaphases import inputs, load, page, runner
+from mbaphases import inputs, load, page
 from mbaphases.errors import UsageError
+from mbaphases.run import prepare
 
 
 def add_parser(sub) -> None:
@@ -25,7 +26,7 @@ def main(args) -> int:
     rc = _publish_keeping_report(conf, html)
     published = {}
     for name, other, other_html in other_targets(conf, html):
-        code = runner.publish(other)
+        code = prepare.publish(other)
         if code == 0:
             published[name] = other_html
         else:  # said, and the main pages stay: one target's repository may be out of reach
@@ -59,13 +60,13 @@ def other_targets(conf: Path, html: Path) -> list[tuple[str, Path, Path]]:
 def _publish_keeping_report(conf: Path, html: Path) -> int:
     linked = page.linked_page(html)
     if linked is None or not linked.is_dir():
-        return runner.publish(conf)
+        return prepare.publish(conf)
     # asv publish empties html_dir: the report's pages wait beside it (same file system, a rename)
     # and come back, linked again, whatever publish did
     aside = Path(tempfile.mkdtemp(prefix=".mbaphases-pages-", dir=html.parent))
     shutil.move(str(linked), str(aside / "pages"))
     try:
-        rc = runner.publish(conf)
+        rc = prepare.publish(conf)
     finally:
         if linked.exists():  # asv wrote a folder of that name: the pages stay aside, said
             print(f"mbaphases publish: the report pages of {linked} are kept at {aside / 'pages'}", file=sys.stderr)

@@ -11,12 +11,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mbaphases import analysis, inputs, load, outputs, published, runner, tables, until_decisive
+from mbaphases import analysis, inputs, load, outputs, published, tables, until_decisive
 from mbaphases import bundle as bundle_mod
 from mbaphases import gate as gate_mod
 from mbaphases.errors import UsageError
 from mbaphases.inputs import load_asv_conf
 from mbaphases.page import link_from_asv, write_hardware_page, write_overview_page, write_page
+from mbaphases.run import prepare, record
 from mbaphases.side import Side
 from mbaphases.staging import Stages
 from mbaphases.stats import rules
@@ -109,7 +110,7 @@ def _pins(path: str | None) -> tuple[dict, Path | None]:
 def _config_of(pins: dict, pins_path: Path | None) -> Path:
     """The asv config the newest run of these pins used (a generated one: the published target's
     pin repository, the field repository's), from the batch records; else the demo's."""
-    recorded = runner.recorded_config(pins_path) if pins_path is not None else None
+    recorded = record.recorded_config(pins_path) if pins_path is not None else None
     if recorded is not None:
         return recorded
     if published.is_published(pins):
@@ -209,12 +210,12 @@ def _machine(given: str | None, results_dir: Path, pins: dict) -> str:
     machine = given
     stored = load.machines(results_dir)
     if machine is None and len(stored) > 1:
-        newest = runner.recorded_batch(Path(pins["path"])) if pins.get("path") else None
+        newest = record.recorded_batch(Path(pins["path"])) if pins.get("path") else None
         profile = os.environ.get("MBAPHASES_PROFILE") or pins.get("profile")
         if newest is not None and newest.get("machine") in stored:
             machine = newest["machine"]
-        elif profile and runner.default_machine(profile) in stored:
-            machine = runner.default_machine(profile)
+        elif profile and prepare.default_machine(profile) in stored:
+            machine = prepare.default_machine(profile)
     return load.pick_machine(results_dir, machine)
 
 

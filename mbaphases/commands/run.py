@@ -2,12 +2,12 @@
 until decisive."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from mbaphases import inputs, runner, until_decisive
+from mbaphases import inputs, until_decisive
 from mbaphases.commands import target
+from mbaphases.run import batch, prepare
 
 
 def add_parser(sub) -> None:
@@ -36,21 +36,7 @@ def add_parser(sub) -> None:
     r.add_argument("--max-runs", type=int, default=10, help="with --until-decisive: most runs per side (default 10)")
     r.add_argument("--budget-min", type=float, default=120.0,
                    help="with --until-decisive: no new round after this many minutes (default 120)")
-    r.add_argument("--duet", action=argparse.BooleanOptionalAction, default=None,
-                   help="run sides in pairs at the same time, one CPU each, every pool at one thread, decided on the "
-                        "paired per-round ratios (default: pins 'duet', off; --no-duet: one side at a time whatever the "
-                        "pins say); sides that carry a lock (a release, a field repository's commit) get an environment "
-                        "of their own, made once")
-    r.add_argument("--duet-pairing", choices=runner.PAIRINGS, default=None,
-                   help="with --duet: 'star' pairs every candidate with the baseline and with the reference each "
-                        "round; 'round-robin' runs every side once a round, every two meeting in turn (default: "
-                        "pins 'duet_pairing', star)")
-    r.add_argument("--duet-share-cpu", action=argparse.BooleanOptionalAction, default=None,
-                   help="with --duet: the two sides of a pair share one CPU, their collector loops taking turns "
-                        "(pins 'duet_turn_ms', default 25 ms; between steps, outside the timed parts), so interference "
-                        "that stays on one CPU hits both sides alike; pairs without a side in common run at once, one "
-                        "per CPU; needs an entry that takes turns (mbaphases/turns.py: the suite's collector entry and "
-                        "the demo target's do; default: pins 'duet_share_cpu', off; --no-duet-share-cpu: one CPU a side)")
+    target.add_design_arguments(r)
     r.add_argument("--resume", action="store_true",
                    help="if the newest batch of these pins on the machine was interrupted (or its command killed), "
                         "go on with it: its kept runs stay, only what its plan misses runs; otherwise a new batch")
@@ -63,20 +49,18 @@ def main(args) -> int:
         pins["baseline"] = {**pins["baseline"], "ref": args.baseline}
     if args.candidate:
         pins["candidates"] = [{"ref": args.candidate, "label": pins["candidates"][0]["label"]}]
-    duet = target.duet_setting(args.duet, pins, args.duet_share_cpu)
-    if args.duet_pairing:
-        pins["duet_pairing"] = args.duet_pairing
+    design = target.design_setting(args, pins, args.field_repo)
     conf = target.target_conf(Path(args.config), pins, args.field_repo, args.field_package)
     runs = args.runs if args.runs is not None else int(pins["runs"])
     until = until_decisive.plan(pins, runs, args.max_runs, args.budget_min) if args.until_decisive else None
     only = [x.strip() for x in args.sides.split(",") if x.strip()] if args.sides else None
     try:
-        with runner.formal_run_lock(f"mbaphases run {conf}", 60 * args.lock_timeout_min):
+        with prepare.formal_run_lock(f"mbaphases run {conf}", 60 * args.lock_timeout_min):
             profile_functions = (args.profile_functions if args.profile_functions is not None
                                  else bool(pins.get("profile_functions", False)))
-            return runner.run_sides(conf, pins, runs, args.machine, args.python, only, until,
+            return batch.run_sides(conf, pins, runs, args.machine, args.python, only, until,
                                     allow_other_hardware=args.allow_other_hardware,
-                                    profile_functions=profile_functions, duet=duet, resume=args.resume)
-    except runner.LockBusy as e:
+                                    profile_functions=profile_functions, design=design, resume=args.resume)
+    except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
-        return runner.EXIT_LOCK_TIMEOUT
+        return prepare.EXIT_LOCK_TIMEOUT

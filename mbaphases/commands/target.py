@@ -1,13 +1,16 @@
 """Which asv config a run or a search uses: as given, the field repository's, or the pin
 repository of a [published] pins file (generated first), each with the pins' own results folder;
-and whether to run duets."""
+and the batch's design (the one setting run, find and ab take)."""
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
-from mbaphases import inputs, published, runner, staging
+from mbaphases import inputs, published, staging
 from mbaphases.errors import UsageError
+from mbaphases.run import design as design_mod
+from mbaphases.run import prepare
 
 
 def target_conf(config: Path, pins: dict, field_repo: str | None, field_package: str | None) -> Path:
@@ -30,7 +33,7 @@ def target_conf(config: Path, pins: dict, field_repo: str | None, field_package:
             raise UsageError(f"field asv config {template} not found")
         field = pins.get("field", {})
         folder = results_folder(pins, "field")
-        made = runner.field_conf(template, field_repo, field_package or field.get("package"),
+        made = prepare.field_conf(template, field_repo, field_package or field.get("package"),
                                  resolved_conf(conf.parent, folder), field)
         return own_results(made, folder, made)
     folder = results_folder(pins, "demo")
@@ -65,11 +68,34 @@ def own_results(conf: Path, folder: str, out: Path) -> Path:
     return out
 
 
-def duet_setting(flag: bool | None, pins: dict, share_cpu: bool | None = None) -> bool:
-    """Whether to run duets: --duet, else the pins' 'duet' (or 'duet_share_cpu', a kind of duet).
-    ``share_cpu`` (--[no-]duet-share-cpu) sets the pins' 'duet_share_cpu'; asking to share a CPU
-    asks for a duet, and --no-duet-share-cpu alone keeps the duet with one CPU a side."""
-    duet = flag if flag is not None else bool(pins.get("duet") or pins.get("duet_share_cpu"))
-    if share_cpu is not None:
-        pins["duet_share_cpu"] = share_cpu
-    return duet or bool(share_cpu)
+def add_design_arguments(parser) -> None:
+    """The one design setting, alike for run, find and ab (mbaphases.run.design), and the earlier
+    flags as its aliases."""
+    parser.add_argument("--design", choices=design_mod.KINDS, default=None,
+                        help="solo: one side at a time; pairs: two sides at once, a slot of CPUs each; turns: a pair's "
+                             "two sides on one slot of the profile's CPUs, their collector loops taking turns between "
+                             "steps (default: pins 'design'; where none, turns for an entry that takes turns, the demo "
+                             "target's and the suite's collector entry, else solo)")
+    parser.add_argument("--pairing", choices=design_mod.PAIRINGS, default=None,
+                        help="pairs: 'star' pairs every candidate with the baseline and with the reference each round; "
+                             "'round-robin' runs every side once a round (default: pins 'pairing', star)")
+    parser.add_argument("--turn-ms", type=float, default=None,
+                        help="turns: how long a side's turn lasts (default: pins 'turn_ms', else 25)")
+    parser.add_argument("--duet", action=argparse.BooleanOptionalAction, default=None,
+                        help="alias: --duet is the pins' paired design (else --design pairs), --no-duet --design solo")
+    parser.add_argument("--duet-share-cpu", action=argparse.BooleanOptionalAction, default=None,
+                        help="alias: --design turns; --no-duet-share-cpu: --design pairs")
+    parser.add_argument("--duet-pairing", dest="pairing", choices=design_mod.PAIRINGS, help="alias of --pairing")
+
+
+def entry_takes_turns(field_repo: str | None) -> bool:
+    """Whether the target's entry takes turns (mbaphases/turns.py): the demo target's and the suite's
+    collector entry for the published framework do; a field repository's own entry does not."""
+    return not field_repo
+
+
+def design_setting(args, pins: dict, field_repo: str | None = None) -> design_mod.Design:
+    """The batch's design from the command line, the pins and the target (mbaphases.run.design.settle)."""
+    return design_mod.settle(pins, args.design, duet=args.duet, share_cpu=args.duet_share_cpu, pairing=args.pairing,
+                             turn_ms=args.turn_ms, takes_turns=entry_takes_turns(field_repo),
+                             target=f"the field repository {field_repo}")

@@ -1,30 +1,69 @@
-"""Which design a run or an A/B takes: the pins' (duets, pairs in turns on one CPU) unless the
-command line says otherwise, and the pins file `mbaphases ab` keeps says the design it ran."""
+"""The one design setting: which design a run, a search or an A/B takes (the command line, else the
+pins, else pairs in turns for an entry that takes turns), the earlier flags as its aliases, the pins
+file `mbaphases ab` keeps saying the design it ran, and the slots a design gets from the CPUs there are."""
 import pytest
 import tomli_w
 from test_suite_asv import ROOT
 
 from mbaphases import cli, inputs
 from mbaphases.commands import ab, target
+from mbaphases.errors import UsageError
+from mbaphases.run import design as design_mod
+from mbaphases.run.executors.local import slots_for
 
 
-@pytest.mark.parametrize("pins, duet, share, expect", [
-    ({}, None, None, (False, None)),
-    ({"duet_share_cpu": True}, None, None, (True, True)),
-    ({"duet_share_cpu": True}, False, None, (False, True)),  # --no-duet: one side at a time
-    ({"duet_share_cpu": True}, None, False, (True, False)),  # --no-duet-share-cpu: a duet, one CPU a side
-    ({"duet_share_cpu": True}, True, False, (True, False)),
-    ({}, None, True, (True, True)),  # asking to share a CPU asks for a duet
-    ({"duet": True}, None, None, (True, None)),
+@pytest.mark.parametrize("pins, argv, expect", [
+    ({}, [], "turns"),  # no design named: the entry takes turns
+    ({"design": "solo"}, [], "solo"),
+    ({"design": "turns"}, ["--design", "pairs"], "pairs"),
+    ({"duet_share_cpu": True}, [], "turns"),  # the earlier pins keys
+    ({"duet": True}, [], "pairs"),
+    ({"duet": False}, [], "solo"),
+    ({"design": "turns"}, ["--no-duet"], "solo"),  # the earlier flags
+    ({"design": "turns"}, ["--no-duet-share-cpu"], "pairs"),
+    ({}, ["--duet-share-cpu"], "turns"),
+    ({"design": "turns"}, ["--duet"], "turns"),  # --duet keeps the pins' paired design
+    ({"design": "solo"}, ["--duet"], "pairs"),
+    ({"design": "turns"}, ["--design", "solo", "--duet-share-cpu"], "solo"),  # --design wins
 ])
-def test_the_command_line_overrides_the_pins_design(pins, duet, share, expect):
-    assert (target.duet_setting(duet, pins, share), pins.get("duet_share_cpu")) == expect
+@pytest.mark.parametrize("command", ["run", "find", "ab"])
+def test_run_find_and_ab_take_one_design_setting(command, pins, argv, expect):
+    positional = {"run": [], "find": ["a", "b", "--phase", "physics", "--case", "x/y/z"], "ab": ["a==1", "a==2"]}
+    args = cli.build_parser().parse_args([command, *positional[command], *argv])
+    chosen = target.design_setting(args, {"path": "pins.toml", **pins})
+    assert chosen.kind == expect and chosen.why
+
+
+def test_pairing_and_turn_length_are_options_of_the_design():
+    args = cli.build_parser().parse_args(["run", "--pairing", "round-robin", "--turn-ms", "40"])
+    chosen = target.design_setting(args, {"path": "p", "design": "turns", "turn_ms": 25})
+    assert (chosen.pairing, chosen.turn_ms) == ("round-robin", 40.0)
+    alias = cli.build_parser().parse_args(["run", "--duet-pairing", "round-robin"])
+    assert target.design_setting(alias, {"path": "p"}).pairing == "round-robin"
+    pinned = target.design_setting(cli.build_parser().parse_args(["run"]), {"path": "p", "duet_turn_ms": 30})
+    assert pinned.turn_ms == 30.0 and pinned.as_pins() == {"design": "turns", "pairing": "star", "turn_ms": 30.0}
+
+
+def test_a_field_repository_runs_solo_unless_asked_its_entry_takes_no_turns():
+    args = cli.build_parser().parse_args(["run"])
+    chosen = target.design_setting(args, {"path": "p"}, field_repo="../unilab")
+    assert chosen.kind == "solo" and "does not take turns" in chosen.why
+    asked = cli.build_parser().parse_args(["run", "--design", "turns"])
+    assert target.design_setting(asked, {"path": "p"}, field_repo="../unilab").kind == "turns"
+
+
+def test_a_bad_design_is_one_usage_error(capsys):
+    code = cli.main(["run", "--design", "trio"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error:") and "trio" in err[0], err
+    with pytest.raises(UsageError, match="--turn-ms -1"):
+        design_mod.settle({}, "turns", turn_ms=-1)
 
 
 @pytest.mark.parametrize("argv, expect", [
-    ([], (True, True)),  # the published template's design
-    (["--no-duet"], (False, False)),
-    (["--no-duet-share-cpu"], (True, False)),
+    ([], "turns"),  # the published template's design
+    (["--no-duet"], "solo"),
+    (["--design", "pairs"], "pairs"),
 ])
 def test_ab_keeps_the_design_it_runs_in_its_pins(tmp_path, monkeypatch, argv, expect):
     for name in ("asv.conf.json", "pins.unilab.toml"):
@@ -32,13 +71,30 @@ def test_ab_keeps_the_design_it_runs_in_its_pins(tmp_path, monkeypatch, argv, ex
     monkeypatch.chdir(tmp_path)
     args = cli.build_parser().parse_args(["ab", "unilab==1.4.0", "unilab==1.5.2", *argv])
     doc = ab.pins_doc(args, "published")
-    assert (doc["duet"], doc["duet_share_cpu"]) == expect
+    assert doc["design"] == expect and "duet_share_cpu" not in doc
     # the file a user repeats with `mbaphases run --pins` takes the same design
     (tmp_path / "pins.ab.toml").write_text(tomli_w.dumps(doc))
-    assert target.duet_setting(None, inputs.load_active_pins(tmp_path / "pins.ab.toml")) == expect[0]
+    assert design_mod.settle(inputs.load_active_pins(tmp_path / "pins.ab.toml")).kind == expect
 
 
-def test_the_published_pins_run_pairs_in_turns_by_default():
-    for name in ("pins.unilab.toml", "pins.unilab-deps.toml"):
-        pins = inputs.load_active_pins(ROOT / name)
-        assert target.duet_setting(None, pins) and pins["duet_share_cpu"] and pins["duet_turn_ms"] == 25, name
+def test_the_published_and_demo_pins_run_pairs_in_turns():
+    for name in ("pins.unilab.toml", "pins.unilab-deps.toml", "pins.toml"):
+        chosen = design_mod.settle(inputs.load_active_pins(ROOT / name))
+        assert chosen.kind == "turns" and chosen.turn_ms == 25, name
+
+
+def test_slots_are_the_profiles_cpus_and_one_cpu_still_takes_turns():
+    turns, pairs, solo = (design_mod.Design(k) for k in ("turns", "pairs", "solo"))
+    both = slots_for(turns, 2, [0, 1])
+    assert both.slots == [[0, 1]] and not both.short  # the demo profile: a pair on both CPUs
+    assert slots_for(turns, 1, [0, 1]).slots == [[0], [1]]  # one-thread profiles: two pairs at once
+    one = slots_for(turns, 2, [0])
+    assert one.slots == [[0]] and one.short
+    said = " ".join(one.lines(turns))
+    assert "asks for 2 CPUs" in said and "gives 1" in said
+    assert slots_for(pairs, 2, [0, 1]).slots == [[0], [1]] and slots_for(pairs, 2, [0, 1]).short
+    assert slots_for(pairs, 1, [0, 1, 2, 3]).slots == [[0], [1], [2], [3]]
+    assert slots_for(pairs, 2, [0, 1, 2, 3]).slots == [[0, 1], [2, 3]]
+    with pytest.raises(UsageError, match="--design turns runs a pair on one CPU"):
+        slots_for(pairs, 1, [0])
+    assert slots_for(solo, 2, [0, 1]).slots == [[0, 1]]

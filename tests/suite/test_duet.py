@@ -2,6 +2,7 @@
 pool at one thread, each case started together; the gate decides on the paired ratios. Real asv,
 real physics, the demo target; an A/A (the same code under two commits) must not FAIL."""
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -127,13 +128,13 @@ def test_round_robin_duets_run_each_side_once_a_round_and_every_two_meet(tmp_pat
     (suite / "pins.toml").write_text((ROOT / "pins.toml").read_text())  # the demo's six sides
     generate(suite / "demo-target")
     sides = ["MBA dev", "opt reset", "MBA next"]  # with the baseline: 4 sides, 2 pairs a round
-    solo = run_mbaphases(suite, "run", "--profile", "tiny", "--runs", "1", "--sides", "MBA dev", "--python",
-                         sys.executable, "--machine", "solo")
+    solo = run_mbaphases(suite, "run", "--design", "solo", "--profile", "tiny", "--runs", "1", "--sides", "MBA dev",
+                         "--python", sys.executable, "--machine", "solo")
     assert solo.returncode == 0, solo.stdout[-2000:] + solo.stderr[-2000:]
-    p = run_mbaphases(suite, "run", "--duet", "--duet-pairing", "round-robin", "--profile", "tiny", "--runs", "3",
+    p = run_mbaphases(suite, "run", "--design", "pairs", "--pairing", "round-robin", "--profile", "tiny", "--runs", "3",
                       "--sides", ",".join(sides), "--machine", "rr")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert "plan: 2 duet pairs a round (round-robin)" in p.stdout
+    assert "plan: 2 pairs a round (round-robin)" in p.stdout
     batch = json.loads(next((suite / "raw-runs" / "rr" / "batches").glob("*.json")).read_text())
     assert batch["duet"]["pairing"] == "round-robin" and batch["runs_by_side"] == dict.fromkeys(["main direct", *sides], 3)
     metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "rr").glob("*/run*.meta.json")]
@@ -175,3 +176,43 @@ def test_sharing_a_cpu_needs_an_entry_that_takes_turns(tmp_path):
     assert len({m["duet"]["cpu"] for m in metas}) == 1, "the pair's two sides on one CPU"
     batch = json.loads(next((suite / "raw-runs" / "shared" / "batches").glob("*.json")).read_text())
     assert batch["duet"]["share_cpu"] is True
+
+
+@pytest.mark.parametrize("cpus", [None, "0"])
+def test_pairs_in_turns_run_on_the_profiles_cpus_and_on_one_cpu_say_the_profile_asked_more(aa, tmp_path, cpus):
+    """A profile of two threads: a pair in turns takes both CPUs (one slot of two), each side the pinned
+    program (two torch threads); under a one-CPU affinity (a one-CPU CI runner) the same command takes
+    turns on that CPU, every pool at one thread, the plan saying the profile asked for two and the report
+    saying it on every verdict. Each run records the CPUs it had and its pools."""
+    suite, _ = aa
+    pins = suite / "pins.toml"
+    if "[profiles.aa2]" not in pins.read_text():
+        pins.write_text(pins.read_text() + '\n[profiles.aa2]\nnum_envs = 8\nwarmup_steps = 1\nmeasure_steps = 10\n'
+                        'replay_capacity_steps = 4\ntorch_threads = 2\noverrides = ["sim.nthread=1"]\n')
+    machine = f"two-thread-{cpus or 'all'}"
+    args = ["run", "--design", "turns", "--profile", "aa2", "--runs", "2", "--machine", machine]
+    prefix = ["taskset", "-c", cpus] if cpus else []
+    p = subprocess.run([*prefix, sys.executable, "-m", "mbaphases.cli", *args], cwd=suite, capture_output=True,
+                       text=True, timeout=1200, env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    have = [0] if cpus else sorted(os.sched_getaffinity(0))[:2]
+    short = len(have) < 2
+    assert ("the profile asks for 2 CPUs a side and this host gives 1" in p.stdout) == short, p.stdout[:3000]
+    metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / machine).glob("*/run*.meta.json")]
+    assert len(metas) == 4 and all(not m["failed_cases"] for m in metas)
+    for m in metas:
+        ran = m["environment"]["cpus"]
+        assert ran["affinity"] == have and ran["count"] == len(have) and ran["profile_asks"] == 2
+        assert ran["pools"]["UNILAB_COLLECTOR_TORCH_THREADS"] == str(len(have)) == ran["pools"]["OMP_NUM_THREADS"]
+        assert m["duet"]["share_cpu"] and m["duet"]["cpus"] == have
+    record = json.loads(next((suite / "raw-runs" / machine / "batches").glob("*.json")).read_text())
+    assert record["design"]["kind"] == "turns" and record["slots"]["slots"] == [have]
+    r = run_mbaphases(suite, "report", "--machine", machine, "--min-runs", "2", "--out", str(tmp_path / "rep"),
+                      env={"MBAPHASES_PROFILE": "aa2"})
+    assert r.returncode in (0, 1), r.stderr
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    notes = [c["gate_detail"]["note"] for c in summary["cases"]]
+    assert notes and all(("the profile asks for 2" in n) == short for n in notes), notes
+    assert all(c["gate"] in ("PASS", "INCONCLUSIVE") for c in summary["cases"]), summary["cases"]  # an A/A
+    table = (tmp_path / "rep" / "report.md").read_text()
+    assert "cpus.affinity" in table and "cpus.pools.UNILAB_COLLECTOR_TORCH_THREADS" in table

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from benchmarks import _target
-from mbaphases import hardware, inputs, load, runner
+from mbaphases import hardware, inputs, load
 from mbaphases.errors import UsageError
+from mbaphases.run import prepare
 
 
 def test_other_processes_cpu_during_a_run_is_measured():
@@ -119,13 +120,13 @@ def test_appending_to_a_machine_of_other_hardware_is_refused(tmp_path):
     machine.mkdir(parents=True)
     (machine / "run1.meta.json").write_text(json.dumps({"environment": {**here, "memory": "23.6 GiB"
                                                                         if here["memory"] == "23.5 GiB" else here["memory"]}}))
-    runner.check_same_hardware(tmp_path / "raw-runs", "m")  # the same hardware (RAM class, not the exact MemTotal)
+    prepare.check_same_hardware(tmp_path / "raw-runs", "m")  # the same hardware (RAM class, not the exact MemTotal)
     assert _target.other_hardware(machine.parent, here) is None
     (machine / "run1.meta.json").write_text(json.dumps({"environment": {**here, "cpu": "AMD EPYC 9654"}}))
     with pytest.raises(UsageError, match="other hardware.*AMD EPYC 9654.*--allow-other-hardware"):
-        runner.check_same_hardware(tmp_path / "raw-runs", "m")
+        prepare.check_same_hardware(tmp_path / "raw-runs", "m")
     assert "AMD EPYC 9654" in _target.other_hardware(machine.parent, here)
-    name = runner.default_machine("demo")
+    name = prepare.default_machine("demo")
     assert name.endswith(f"-{hardware.fingerprint(here)}-demo")
     assert hardware.fingerprint({**here, "cpu": "AMD EPYC 9654"}) != hardware.fingerprint(here)
 

@@ -1,10 +1,12 @@
 """The package's layout: its modules import one another without a cycle, so each has one
-place in the data flow (every import sits at the top of its file: ruff's PLC0415)."""
+place in the data flow (every import sits at the top of its file: ruff's PLC0415), and no function
+of the suite is beyond what one reader can hold (cyclomatic complexity, radon)."""
 import ast
 import graphlib
 from pathlib import Path
 
 import pytest
+from radon.complexity import cc_visit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,3 +66,31 @@ def test_the_package_has_no_import_cycle(package):
     # the statistics depend on nothing of the suite but themselves
     assert all(dep.startswith("stats") for mod, deps in graph.items() if mod.startswith("stats") for dep in deps)
     assert cycle(graph) is None, f"import cycle: {' -> '.join(cycle(graph))}"
+
+
+MOST_COMPLEX = 30  # radon's cyclomatic complexity: a function above it is split (docs/layout.md)
+
+
+def complexities(paths: list[Path]) -> dict[str, int]:
+    """'path:function' -> its cyclomatic complexity (methods and closures counted apart)."""
+    out = {}
+    for path in paths:
+        for block in cc_visit(path.read_text()):
+            for item in [block, *getattr(block, "methods", []), *getattr(block, "closures", [])]:
+                out[f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{item.name}"] = item.complexity
+    return out
+
+
+def test_the_complexity_checker_sees_a_branchy_function(tmp_path):
+    branchy = tmp_path / "branchy.py"
+    branchy.write_text("def f(x):\n" + "".join(f"    if x == {k}:\n        return {k}\n" for k in range(40)))
+    assert complexities([branchy])[f"{branchy}:f"] == 41
+
+
+def test_no_function_of_the_suite_is_above_the_complexity_bound():
+    files = [p for folder in ("mbaphases", "benchmarks", "scripts", "asv-plugin") for p in (ROOT / folder).rglob("*.py")
+             if "build" not in p.parts]
+    found = complexities(files)
+    assert len(found) > 300
+    above = {name: c for name, c in found.items() if c > MOST_COMPLEX}
+    assert not above, f"above complexity {MOST_COMPLEX}: {above}"

@@ -16,7 +16,7 @@ from benchmarks import _target
 from mbaphases import analysis, load, profiles, tables
 from mbaphases import page as page_mod
 from mbaphases.demo_repo import generate
-from mbaphases.runner import pyspy_path
+from mbaphases.run.prepare import pyspy_path
 
 pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
 

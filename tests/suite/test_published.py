@@ -121,7 +121,7 @@ def test_ab_of_a_release_and_a_dependency_swap_in_one_command(measured):
     assert pins["candidates"][0]["swap"] == ["unisim-core==2.2.0"]
     assert pins["published"]["repo"] == f"published-ab/{out.name.removeprefix('ab-')}"
     # the design it ran in, kept for `mbaphases run --pins FILE` (the template's is pairs in turns)
-    assert pins["duet"] is False and pins["duet_share_cpu"] is False
+    assert pins["design"] == "solo" and "duet" not in pins
     metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "ab-pub").glob("*/run1.meta.json")]
     assert len(metas) == 2 and not any(m.get("duet") for m in metas)
 
@@ -137,7 +137,7 @@ def test_a_duet_runs_each_side_in_its_own_environment_at_the_same_time(measured,
     p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet", "--no-duet-share-cpu", "--profile", "tiny", "--runs", "1",
                       "--machine", "pub-duet", timeout=2400)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
-    assert p.stdout.count("duet environment of ") == 2
+    assert p.stdout.count("pair environment of ") == 2
     metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "pub-duet").glob("*/run1.meta.json")]
     assert len(metas) == 2
     a, b = sorted(metas, key=lambda m: m["duet"]["role"])

@@ -6,8 +6,9 @@ import time
 import pytest
 
 from benchmarks import _target
-from mbaphases import estimate, load, runner, staging
-from mbaphases.runner import Progress
+from mbaphases import estimate, load, staging
+from mbaphases.run import design
+from mbaphases.run.progress import Progress
 from mbaphases.until_decisive import sides_for_round
 
 
@@ -101,7 +102,7 @@ def test_round_robin_duets_run_every_side_each_round_and_meet_every_pair(n):
     sides = [{"label": f"s{i}", "sha": f"{i:040d}"} for i in range(n)]
     met, rounds = set(), n - 1 if n % 2 == 0 else n
     for k in range(rounds):
-        pairs = runner.duet_pairs(sides, None, "round-robin", k)
+        pairs = design.pairs_of_round(sides, None, "round-robin", k)
         runs = [x["label"] for pair in pairs for x in pair]
         assert all(a is not b for a, b in pairs)
         if n % 2 == 0:  # every side exactly once a round
@@ -112,6 +113,6 @@ def test_round_robin_duets_run_every_side_each_round_and_meet_every_pair(n):
         met |= {frozenset((a["label"], b["label"])) for a, b in pairs}
     assert met == {frozenset((a["label"], b["label"])) for i, a in enumerate(sides) for b in sides[i + 1:]}
     # star: the baseline with every candidate, the reference with every other
-    star = runner.duet_pairs(sides, "s1", "star")
+    star = design.pairs_of_round(sides, "s1", "star")
     assert [(a["label"], b["label"]) for a, b in star][:n - 1] == [("s0", x["label"]) for x in sides[1:]]
     assert len(star) == (2 * n - 3 if n > 2 else 1)

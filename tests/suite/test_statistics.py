@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mbaphases import analysis, cli, comparable, find, ledger, load, runner, tables, until_decisive
+from mbaphases import analysis, cli, comparable, find, ledger, load, tables, until_decisive
+from mbaphases.run import design
 from mbaphases.stats import blocks, components, intervals, rules
 
 CASE = "sac/g1_walk_flat/mujoco"
@@ -179,9 +180,10 @@ def test_duet_pairs_interval_matches_the_signed_rank_inversion_of_scipy(n):
             assert (p > alpha + 1e-9) == inside, (delta + eps, p, iv)
 
 
-def duet_runs(tmp_path, name, values, pairs, share_cpu=False, end_wait=True):
+def duet_runs(tmp_path, name, values, pairs, share_cpu=False, end_wait=True, cpus=None):
     """Raw runs of one side in duet pairs; ``share_cpu``: in turns on one CPU, the entry's turns
-    record written as the protocol wrote it (``end_wait``: as now; without: the first protocol)."""
+    record written as the protocol wrote it (``end_wait``: as now; without: the first protocol);
+    ``cpus``: (CPUs the run had, CPUs the profile asks for), as the harness records them."""
     paths = []
     for k, (thr, pair) in enumerate(zip(values, pairs)):
         result = E.case_result(CASE, env_step=E.active_for_throughput(thr) - 1.0)
@@ -191,9 +193,30 @@ def duet_runs(tmp_path, name, values, pairs, share_cpu=False, end_wait=True):
         doc = E.doc([result])
         p = E.write(tmp_path / f"{name}_{k}.json", doc)
         duet = {"pair": pair, **({"cpu": 0, "share_cpu": True} if share_cpu else {})}
-        (tmp_path / f"{name}_{k}.meta.json").write_text(json.dumps({"batch": "B", "duet": duet}))
+        env = {"environment": {"cpus": {"count": cpus[0], "profile_asks": cpus[1]}}} if cpus else {}
+        (tmp_path / f"{name}_{k}.meta.json").write_text(json.dumps({"batch": "B", "duet": duet, **env}))
         paths.append(p)
     return paths
+
+
+def test_runs_on_fewer_cpus_than_the_profile_say_so_and_other_cpu_counts_are_never_compared(tmp_path):
+    host = [1.0, 0.8, 1.1, 0.9, 1.05, 0.85, 1.0, 0.95]
+    base = [1000 * h for h in host]
+    cand = [950 * h for h in host]
+    pairs = [f"B/r{k + 1}p1" for k in range(len(host))]
+    full_b = load.load_raw_side("fb", duet_runs(tmp_path, "fb", base, pairs, share_cpu=True, cpus=(2, 2)))
+    full_c = load.load_raw_side("fc", duet_runs(tmp_path, "fc", cand, pairs, share_cpu=True, cpus=(2, 2)))
+    g = analysis.build(full_b, full_c, threshold=0.90, min_runs=3).gate.iloc[0]
+    assert g.gate == "PASS" and "smaller program" not in g.note
+    # one CPU a run where the profile asks for two: the verdict says what program it is on
+    one_b = load.load_raw_side("ob", duet_runs(tmp_path, "ob", base, pairs, share_cpu=True, cpus=(1, 2)))
+    one_c = load.load_raw_side("oc", duet_runs(tmp_path, "oc", cand, pairs, share_cpu=True, cpus=(1, 2)))
+    g1 = analysis.build(one_b, one_c, threshold=0.90, min_runs=3).gate.iloc[0]
+    assert g1.gate == "PASS" and "measured on 1 CPU a run" in g1.note and "the profile asks for 2" in g1.note
+    # a side on 2 CPUs against one on 1: two programs, split as two hardwares, never one comparison
+    assert comparable.group_id(full_b.run_hardware[full_b.runs()[0]]) != comparable.group_id(
+        one_c.run_hardware[one_c.runs()[0]])
+    assert load.hardware_differences(full_b, one_c) == ["run_cpus (2 vs 1)"]
 
 
 def test_gate_decides_on_duet_pairs_and_shows_the_unpaired_view(tmp_path):
@@ -214,7 +237,7 @@ def test_gate_decides_on_duet_pairs_and_shows_the_unpaired_view(tmp_path):
     bt = load.load_raw_side("bt", duet_runs(tmp_path, "bt", base, pairs, share_cpu=True))
     ct = load.load_raw_side("ct", duet_runs(tmp_path, "ct", cand, pairs, share_cpu=True))
     gt = analysis.build(bt, ct, threshold=0.90, min_runs=3).gate.iloc[0]
-    assert (gt.lower, gt.upper) == (g.lower, g.upper) and "(each on one CPU, in turns)" in gt.note
+    assert (gt.lower, gt.upper) == (g.lower, g.upper) and "(each pair's two sides in turns on one slot)" in gt.note
     assert "before a side waited" not in gt.note
     bo = load.load_raw_side("bo", duet_runs(tmp_path, "bo", base, pairs, share_cpu=True, end_wait=False))
     go = analysis.build(bo, ct, threshold=0.90, min_runs=3).gate.iloc[0]
@@ -527,7 +550,7 @@ def test_the_within_run_spread_is_the_log_sd_of_ten_step_windows():
 def round_robin(sides: list[str], rounds: int) -> list[list[tuple[str, str]]]:
     """The duet schedule the runner uses for ``pairing = "round-robin"``, as label pairs a round."""
     docs = [{"label": s, "sha": s, "role": "baseline" if k == 0 else "candidate"} for k, s in enumerate(sides)]
-    return [[(x["label"], y["label"]) for x, y in runner.duet_pairs(docs, None, "round-robin", k)] for k in range(rounds)]
+    return [[(x["label"], y["label"]) for x, y in design.pairs_of_round(docs, None, "round-robin", k)] for k in range(rounds)]
 
 
 def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path):

@@ -35,6 +35,9 @@ def two_sided_pins(candidate_ref: str, label: str = "MBA dev") -> str:
     head, rest = text.split("[baseline]", 1)
     rest = rest[rest.index("# the field's formal baseline"):]
     head = "\n".join(line for line in head.splitlines() if not line.startswith("reference"))
+    # the tests of solo runs' behaviour (asv's interleaving, environments, faults) name their design; the
+    # paired designs are tested with their flags (test_duet, test_published)
+    head = head.replace('design = "turns"', 'design = "solo"')
     return (head + '[baseline]\nref = "main"\nlabel = "main direct"\n\n'
             f'[candidate]\nref = "{candidate_ref}"\nlabel = "{label}"\n\n' + rest)
 
@@ -287,7 +290,7 @@ def test_report_with_results_dir_and_branch_names_says_why(ab, tmp_path):
 
 def test_a_second_formal_run_waits_for_the_lock_and_says_so(ab):
     suite, shas, _ = ab
-    holder = subprocess.Popen([sys.executable, "-c", "import time; from mbaphases.runner import formal_run_lock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; from mbaphases.run.prepare import formal_run_lock\n"
                                "with formal_run_lock('test holder'):\n    print('held', flush=True); time.sleep(8)"],
                               env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")}, stdout=subprocess.PIPE, text=True)
     try:
@@ -307,7 +310,7 @@ def test_a_second_formal_run_waits_for_the_lock_and_says_so(ab):
 def test_an_entry_run_started_outside_waits_for_the_lock(ab, tmp_path):
     """An asv run typed by hand while a formal run holds the machine: its entry run waits."""
     suite, shas, _ = ab
-    holder = subprocess.Popen([sys.executable, "-c", "import time; from mbaphases.runner import formal_run_lock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; from mbaphases.run.prepare import formal_run_lock\n"
                                "with formal_run_lock('formal run in progress'):\n    print('held', flush=True); time.sleep(6)"],
                               env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")}, stdout=subprocess.PIPE, text=True)
     code = ("import sys; sys.path.insert(0, '.'); from benchmarks import _target\n"

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from mbaphases.runner import _waves
+from mbaphases.run.design import waves as _waves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
