@@ -153,4 +153,9 @@ def stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[
             notes.append(f"batch {rec['batch']} added runs until decisive: {rec.get('looks', 0)} look(s) taken of "
                          f"{until['planned_looks']} planned; each look at {until['confidence']:.4f} confidence "
                          f"(the {until['nominal_confidence']:.0%} error split over the planned looks)")
+        stop = rec.get("deadline") or {}
+        if rec.get("batch") in batches and stop.get("not_started"):
+            notes.append(f"batch {rec['batch']} stopped at its deadline: {stop['not_started']} planned pairs or rounds "
+                         "never started; the verdicts are the completed runs', an open case says about how many "
+                         "runs would decide it (`mbaphases run --resume` goes on with the batch)")
     return confidence, notes

@@ -17,7 +17,7 @@ from pathlib import Path
 import tomli_w
 from packaging.requirements import InvalidRequirement, Requirement
 
-from mbaphases import inputs
+from mbaphases import ci_summary, inputs
 from mbaphases.commands import report, target
 from mbaphases.errors import UsageError
 from mbaphases.run import batch, prepare
@@ -44,6 +44,13 @@ def add_parser(sub) -> None:
     a.add_argument("--python", default=None, help="use this existing python instead of building environments "
                                                    "(refs of a repository only)")
     target.add_design_arguments(a)
+    a.add_argument("--deadline-min", type=float, default=None,
+                   help="end the runs within this many minutes (mbaphases run --deadline-min): a CI job's cap less "
+                        "the environments' and the report's time; the report says what is still open")
+    a.add_argument("--summary", default=None, metavar="FILE",
+                   help="also write a short Markdown summary (the gate per case with its interval, the phases that "
+                        "moved with their top function, where the page is) for a CI step summary or a pull-request "
+                        "comment")
     a.add_argument("--lock-timeout-min", type=float, default=120.0,
                    help="wait at most this long for another formal run to finish (default 120)")
     a.set_defaults(handler=main)
@@ -143,6 +150,8 @@ def slug(base: str, cand: str) -> str:
 
 
 def main(args) -> int:
+    deadline = target.deadline(args.deadline_min)
+    summary_path = inputs.writable_file(Path(args.summary), "--summary") if args.summary else None
     kind = _kind(args)
     doc = pins_doc(args, kind)
     name = slug(doc["baseline"]["label"], doc["candidates"][0]["label"])
@@ -172,7 +181,8 @@ def main(args) -> int:
     try:
         with prepare.formal_run_lock(f"mbaphases ab {pins_path}", 60 * args.lock_timeout_min):
             rc = batch.run_sides(conf, pins, runs, args.machine, args.python,
-                                  profile_functions=bool(pins.get("profile_functions", False)), design=design)
+                                  profile_functions=bool(pins.get("profile_functions", False)), design=design,
+                                 deadline=deadline)
     except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
         return prepare.EXIT_LOCK_TIMEOUT
@@ -182,6 +192,9 @@ def main(args) -> int:
     opts = report.ReportOptions(out=str(out), config=str(conf), pins=str(pins_path), machine=machine,
                                 html=str(out / "page"))
     verdict, _ = report.make_report(opts)  # prints where the report and its page are
+    if summary_path is not None:
+        ci_summary.write(out / "summary.json", summary_path, str(out / "page" / "index.html"))
+        print(f"summary: {summary_path}", flush=True)
     return max(verdict, rc)
 
 

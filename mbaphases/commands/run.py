@@ -37,6 +37,10 @@ def add_parser(sub) -> None:
     r.add_argument("--budget-min", type=float, default=120.0,
                    help="with --until-decisive: no new round after this many minutes (default 120)")
     target.add_design_arguments(r)
+    r.add_argument("--deadline-min", type=float, default=None,
+                   help="end within this many minutes of the command's start (a CI job's cap, less the report's "
+                        "time): no pair or round starts that would not end by then, estimated from those so far; "
+                        "every completed run is kept and the report says what is still open")
     r.add_argument("--resume", action="store_true",
                    help="if the newest batch of these pins on the machine was interrupted (or its command killed), "
                         "go on with it: its kept runs stay, only what its plan misses runs; otherwise a new batch")
@@ -44,6 +48,7 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
+    deadline = target.deadline(args.deadline_min)
     pins = inputs.load_active_pins(Path(args.pins), args.profile)
     if args.baseline:
         pins["baseline"] = {**pins["baseline"], "ref": args.baseline}
@@ -60,7 +65,8 @@ def main(args) -> int:
                                  else bool(pins.get("profile_functions", False)))
             return batch.run_sides(conf, pins, runs, args.machine, args.python, only, until,
                                     allow_other_hardware=args.allow_other_hardware,
-                                    profile_functions=profile_functions, design=design, resume=args.resume)
+                                    profile_functions=profile_functions, design=design, resume=args.resume,
+                                    deadline=deadline)
     except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
         return prepare.EXIT_LOCK_TIMEOUT

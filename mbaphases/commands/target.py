@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 from mbaphases import inputs, published, staging
@@ -99,3 +100,12 @@ def design_setting(args, pins: dict, field_repo: str | None = None) -> design_mo
     return design_mod.settle(pins, args.design, duet=args.duet, share_cpu=args.duet_share_cpu, pairing=args.pairing,
                              turn_ms=args.turn_ms, takes_turns=entry_takes_turns(field_repo),
                              target=f"the field repository {field_repo}")
+
+
+def deadline(minutes: float | None) -> float | None:
+    """--deadline-min as a time (from now: the command's start)."""
+    if minutes is None:
+        return None
+    if not minutes > 0:
+        raise UsageError(f"--deadline-min {minutes} must be > 0")
+    return time.time() + 60 * minutes

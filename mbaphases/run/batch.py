@@ -55,15 +55,17 @@ class Batch:
 def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
               only: list[str] | None = None, until_decisive: dict | None = None, out=sys.stdout,
               allow_other_hardware: bool = False, profile_functions: bool = False, design: Design | None = None,
-              resume: bool = False, resume_hint: str = RESUME_HINT) -> int:
+              resume: bool = False, resume_hint: str = RESUME_HINT, deadline: float | None = None) -> int:
     """Run every side ``runs`` times with asv in ``design`` (default: solo); returns the exit status
-    (0: every run of every case succeeded).
+    (0: every run of every case succeeded; runs the deadline kept from starting are no failure).
 
     ``until_decisive`` ({max_runs, budget_s, confidence, threshold}): afterwards add
     rounds of every side while a candidate has an INCONCLUSIVE case.
     ``resume``: if the newest batch of these pins on the machine did not finish, go on with it
     (its plan: sides, runs, profiles, until-decisive, design), running only what its kept runs miss;
-    otherwise a new batch."""
+    otherwise a new batch.
+    ``deadline`` (time.time()): no unit starts that would not end by then, estimated from the units so
+    far (mbaphases.run.executors.local); every completed run is kept, the report decides on them."""
     design = design or Design("solo")
     conf_path = Path(conf_path).resolve()
     conf = inputs.load_asv_conf(conf_path)
@@ -103,7 +105,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     print(f"batch {batch_id}", file=out, flush=True)
     base = [sys.executable, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
             "--record-samples", "--append-samples", "--show-stderr"]
-    executor = LocalExecutor(base, conf, conf_path, suite_dir, repo_path, env, names, batch_id, slots, out, python, pythons)
+    executor = LocalExecutor(base, conf, conf_path, suite_dir, repo_path, env, names, batch_id, slots, out, python, pythons,
+                             deadline)
     b = Batch(pins, sides, design, raw_dir / machine, executor, {}, runs, started, now, until_decisive,
               profile_functions, out, prior, load.run_meta(raw_dir, machine, started) if prior else [])
     b.record = _start_record(b, conf_path, machine, _plan(b))
@@ -189,6 +192,8 @@ def _start_record(b: Batch, conf_path: Path, machine: str, allocated: dict | Non
                           **({"turn_ms": b.design.turn_ms} if b.design.share_cpu and b.design.turn_ms else {})}
     if b.until_decisive is not None:
         record["until_decisive"] = b.until_decisive
+    if b.executor.deadline is not None:
+        record["deadline"] = {"at": b.executor.deadline, "not_started": 0}
     if allocated is not None:
         record["allocation"] = allocated
     attempts = []
@@ -246,6 +251,8 @@ def _run(b: Batch, progress_file: Path, names: dict, resume_hint: str) -> int:
         rc = 130
     finally:
         progress_file.unlink(missing_ok=True)
+    if b.executor.deadline is not None:
+        b.record["deadline"]["not_started"] = b.executor.not_started
     return record_mod.finish(b.record, b.machine_dir, b.started, names, progress["done_runs"], runs_by_side, rc, b.out,
                              resume_hint)
 
@@ -267,6 +274,9 @@ def _until_decisive_rounds(b: Batch, done, runs_by_side: dict, progress: dict, r
     # a resumed batch's extra rounds go on after the furthest one its kept runs reached
     progress["done_runs"] = max([b.runs, *done.values()]) if b.prior and not b.design.paired else b.runs
     budget_from = b.now - sum(x["ended"] - x["started"] for x in b.record["attempts"][:-1])
+    until = dict(b.until_decisive)
+    if b.executor.deadline is not None:  # no round begins after the deadline
+        until["budget_s"] = min(until["budget_s"], b.executor.deadline - budget_from)
 
     def run_round(order: list[str], number: int) -> int:
         progress["done_runs"] = number  # kept current: an interrupted batch records what it ran
@@ -276,7 +286,7 @@ def _until_decisive_rounds(b: Batch, done, runs_by_side: dict, progress: dict, r
 
     names = b.executor.names
     progress["done_runs"], rc = until_mod.add_rounds(
-        b.until_decisive, b.executor.conf_path, b.pins, b.sides, b.machine_dir.name, names, b.record, budget_from,
+        until, b.executor.conf_path, b.pins, b.sides, b.machine_dir.name, names, b.record, budget_from,
         progress["done_runs"], rc, run_round, lambda: load.run_meta(b.machine_dir.parent, b.machine_dir.name, b.started),
         b.out)
     return rc

@@ -23,7 +23,7 @@ def summarize(metas: list[dict], sides: dict[str, str]) -> tuple[list[str], list
 
 
 def finish(record: dict, machine_dir: Path, started: float, names: dict, done_runs: int,
-                  runs_by_side: dict, rc: int, out, resume_hint: str) -> int:
+           runs_by_side: dict, rc: int, out, resume_hint: str) -> int:
     """The batch's end: failures and flagged runs said, the batch record written, the exit status."""
     metas = [m for m in load.run_meta(machine_dir.parent, machine_dir.name, started, out)
              if m.get("batch") == record["batch"]]
@@ -39,11 +39,17 @@ def finish(record: dict, machine_dir: Path, started: float, names: dict, done_ru
     # environment, so the estimate leaves it out)
     record["setup_seconds"] = min(m["started"] for m in metas) - started if metas else None
     expected = sum(runs_by_side.values())
-    # a batch whose planned runs were not all recorded (a full disk) can be resumed, as an interrupted one
-    state = "interrupted" if "interrupted" in record else "incomplete" if len(metas) < expected else "finished"
+    stopped = (record.get("deadline") or {}).get("not_started", 0) > 0
+    # a batch whose planned runs were not all recorded (a full disk) can be resumed, as an interrupted one;
+    # so can one its deadline stopped (its completed runs are its runs, the rest never started)
+    state = ("interrupted" if "interrupted" in record else "deadline" if stopped
+             else "incomplete" if len(metas) < expected else "finished")
     record.update(ended=ended, runs_per_side=done_runs, runs_by_side=runs_by_side, entry_seconds=entry_s,
                   wall_seconds=wall_s, entry_share=entry_s / wall_s if wall_s else None, recorded_runs=len(metas),
                   state=state)
+    if state == "deadline":
+        print(f"stopped at the deadline: {record['deadline']['not_started']} planned units never started, "
+              f"{len(metas)} runs recorded; the report decides on those; {resume_hint}", file=out)
     if state == "incomplete":
         print((no_room([machine_dir, Path(record["config"]).parent]) or
                f"{expected - len(metas)} planned runs left no record (see above)") + f"; {resume_hint}", file=out)
@@ -60,7 +66,8 @@ def finish(record: dict, machine_dir: Path, started: float, names: dict, done_ru
     if rc == 130:
         return rc
     # a failed case or run is a verdict on the run (1), never asv's own exit code (2 reads as bad input)
-    return 1 if failures or len(metas) < expected or rc else 0
+    # the deadline's stop leaves runs unplanned, not failed: the report says what is open
+    return 1 if failures or (len(metas) < expected and not stopped) or rc else 0
 
 
 def no_room(folders: list[Path]) -> str | None:

@@ -275,6 +275,11 @@ def test_run_and_publish_bad_input(tmp_path, monkeypatch, capsys):
     expect_usage_error(capsys, ["run", "--pins", "bad.toml"], "runs: 0 must be >= 1")
     write(tmp_path / "bad.toml", PINS + "\n[extra]\nx = 1\n")
     expect_usage_error(capsys, ["run", "--pins", "bad.toml"], "unknown key 'extra'")
+    expect_usage_error(capsys, ["run", "--deadline-min", "0"], "--deadline-min 0.0 must be > 0")
+    expect_usage_error(capsys, ["run", "--design", "trio"], "invalid choice: 'trio'")
+    expect_usage_error(capsys, ["run", "--turn-ms", "-5"], "--turn-ms -5.0 must be > 0")
+    write(tmp_path / "bad.toml", PINS.replace('design = "turns"', 'design = "trio"'))
+    expect_usage_error(capsys, ["run", "--pins", "bad.toml"], "design")
 
 
 # --- the reference target's entry ------------------------------------------------------------
@@ -461,6 +466,9 @@ def test_random_corruptions_end_in_a_verdict_or_one_line(real_run, tmp_path, mon
     (["unilab==1.4.0", "unilab==1.5.2", "--python", sys.executable], "--python runs refs of a repository"),
     (["main", "mba-dev", "--repo", "nowhere"], "--repo nowhere is not a git repository"),
     (["main", "--repo", ".", "--swap", "x==1"], "--swap replaces a package of an installed requirement"),
+    (["unilab==1.4.0", "unilab==1.5.2", "--summary", "."], "--summary . is a directory"),
+    (["unilab==1.4.0", "unilab==1.5.2", "--deadline-min", "-1"], "--deadline-min -1.0 must be > 0"),
+    (["unilab==1.4.0", "unilab==1.5.2", "--design", "trio"], "invalid choice: 'trio'"),
 ])
 def test_ab_bad_input_leaves_nothing(tmp_path, monkeypatch, capsys, args, needle):
     """Refused before anything is written or measured: no report folder, no pins file."""

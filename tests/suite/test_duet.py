@@ -216,3 +216,28 @@ def test_pairs_in_turns_run_on_the_profiles_cpus_and_on_one_cpu_say_the_profile_
     assert all(c["gate"] in ("PASS", "INCONCLUSIVE") for c in summary["cases"]), summary["cases"]  # an A/A
     table = (tmp_path / "rep" / "report.md").read_text()
     assert "cpus.affinity" in table and "cpus.pools.UNILAB_COLLECTOR_TORCH_THREADS" in table
+
+
+def test_a_deadline_stops_starting_pairs_keeps_every_completed_one_and_the_report_says_what_is_open(aa, tmp_path):
+    """--deadline-min on a batch that needs more (one CPU, as a CI runner has): no pair starts that
+    would not end in time, estimated from the pairs so far; the completed pairs are kept, the batch
+    is resumable, the exit is no failure, and the report says the batch stopped at its deadline."""
+    suite, _ = aa
+    args = ["run", "--design", "turns", "--profile", "tiny", "--runs", "20", "--deadline-min", "0.5",
+            "--machine", "deadlinebox"]
+    p = subprocess.run(["taskset", "-c", "0", sys.executable, "-m", "mbaphases.cli", *args], cwd=suite,
+                       capture_output=True, text=True, timeout=1200,
+                       env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "[deadline] not starting" in p.stdout and "stopped at the deadline" in p.stdout
+    record = json.loads(next((suite / "raw-runs" / "deadlinebox" / "batches").glob("*.json")).read_text())
+    assert record["state"] == "deadline" and record["deadline"]["not_started"] > 0
+    metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "deadlinebox").glob("*/run*.meta.json")]
+    pairs = {m["duet"]["pair"] for m in metas}
+    assert 2 * len(pairs) == len(metas) == record["recorded_runs"] and len(pairs) + record["deadline"]["not_started"] == 20
+    assert all(m["started"] < record["deadline"]["at"] for m in metas), "no pair starts past the deadline"
+    r = run_mbaphases(suite, "report", "--machine", "deadlinebox", "--out", str(tmp_path / "rep"),
+                      env={"MBAPHASES_PROFILE": "tiny"})
+    assert r.returncode in (0, 1), r.stderr
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert any("stopped at its deadline" in n for n in summary["notes"]), summary["notes"]

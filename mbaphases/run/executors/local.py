@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -88,31 +89,66 @@ class LocalExecutor:
     out: object = sys.stdout
     python: str | None = None  # an existing environment for solo runs
     pythons: dict = field(default_factory=dict)  # each side's python in pairs
+    deadline: float | None = None  # no unit starts that would not end by then (time.time())
+    unit_seconds: list[float] = field(default_factory=list)  # how long each unit (a wave, a round) took
+    not_started: int = 0  # units the deadline kept from starting
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
+    def fits(self, what: str, units: int = 1) -> bool:
+        """Whether the next unit would end before the deadline, estimated from the units so far (the
+        first always starts: nothing estimates it). Said once when it would not."""
+        if self.deadline is None or not self.unit_seconds:
+            return True
+        expected = statistics.median(self.unit_seconds)
+        if time.time() + expected <= self.deadline:
+            return True
+        if not self.not_started:
+            self.say(f"[deadline] not starting {what}: at about {expected:.0f} s a unit it would end "
+                     f"{time.time() + expected - self.deadline:.0f} s after the deadline; every completed run is kept")
+        self.not_started += units
+        return False
+
+    def timed(self, started: float) -> None:
+        self.unit_seconds.append(time.time() - started)
+
     def run_solo(self, shas: list[str], rounds: int, tag: str) -> int:
         """``rounds`` interleaved rounds over ``shas`` (asv reverses the order every other round)."""
+        if self.python is None and self.deadline is not None and rounds > 1:
+            rc = 0
+            for k in range(rounds):
+                order = shas if k % 2 == 0 else shas[::-1]
+                rc = self.run_solo(order, 1, f"{tag}-{k + 1}") or rc
+            return rc
         if self.python is None:
+            if not self.fits("a round"):
+                return 0
+            started = time.time()
             hashfile = self.suite_dir / ".asv" / f"hashes-{tag}.txt"
             hashfile.parent.mkdir(parents=True, exist_ok=True)
             hashfile.write_text("\n".join(shas) + "\n")
             cmd = self.base + [f"HASHFILE:{hashfile}", "-a", f"rounds={rounds}"]
             cmd += ["--interleave-rounds"] if rounds > 1 else []
             self.say("$ " + " ".join(cmd[1:]))
-            return processes.run(cmd, self.suite_dir, self.env)
+            code = processes.run(cmd, self.suite_dir, self.env)
+            self.timed(started)
+            return code
         # an existing environment: one asv invocation per run and side, the order reversed every round
         trees = worktrees(self.suite_dir, self.repo_path, shas)
         rc = 0
         for k in range(rounds):
             for sha in (shas if k % 2 == 0 else shas[::-1]):
+                if not self.fits(f"round {k + 1}'s run of {self.names[sha]}"):
+                    continue
+                started = time.time()
                 cmd = self.existing_command(sha, self.python)
                 self.say(f"[round {k + 1}/{rounds}] {self.names[sha]}: $ " + " ".join(cmd[1:]))
                 # existing environments get no ASV_* variables: name the checkout and commit; every run
                 # is made whatever the earlier ones returned: the first failure is the status
                 code = processes.run(cmd, self.suite_dir,
                                      {**self.env, "MBAPHASES_TARGET_DIR": str(trees / sha), "MBAPHASES_COMMIT": sha})
+                self.timed(started)
                 rc = rc or code
         return rc
 
@@ -142,6 +178,9 @@ class LocalExecutor:
         width = len(self.slots.slots) if design.share_cpu else len(self.slots.slots) // 2
         rc = 0
         for w, wave in enumerate(design_mod.waves(todo, width)):
+            if not self.fits(f"pair {wave[0][0]}", len(wave)):
+                continue
+            began = time.time()
             started: list[tuple] = []  # (process, its pair's barrier, its role); every process started
             procs: list = []
             try:
@@ -151,6 +190,7 @@ class LocalExecutor:
                 processes.end_all(procs)  # interrupted while a side waits for the next's start
                 raise
             rc = rc or max(_wait_pairs(started))
+            self.timed(began)
         return rc
 
     def _start_pair(self, design, item: tuple, place: int, pair_count: dict, attempt: int, trees: Path,
@@ -183,6 +223,9 @@ class LocalExecutor:
         alone (a case the profiler could not run is recorded in its profile.json, as in a run)."""
         todo = [x for x in sides if not (machine_dir / x["sha"] / "profile" / self.batch / "profile.json").exists()]
         if not todo:
+            return []
+        if self.deadline is not None and time.time() >= self.deadline:
+            self.say("[deadline] no function profiles: the deadline has passed (the measured runs are kept)")
             return []
         trees = worktrees(self.suite_dir, self.repo_path, [x["sha"] for x in todo])
         slots = self.slots.slots
