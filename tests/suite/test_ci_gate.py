@@ -1,0 +1,39 @@
+"""The pull-request gate as a CI job runs it (scripts/ci_gate.sh), on one CPU (a one-CPU runner):
+pairs in turns there, the deadline, the summary written for the job's page and parsed."""
+import os
+import shutil
+import subprocess
+
+import pytest
+from test_ci_summary import tables_of
+from test_suite_asv import ROOT, make_suite
+
+from mbaphases.demo_repo import generate
+
+pytestmark = pytest.mark.slow  # real asv runs and physics: minutes
+
+CASE = "sac/g1_walk_flat/mujoco"
+
+
+def test_the_gate_script_decides_on_one_cpu_and_writes_its_summary(tmp_path):
+    suite = make_suite(tmp_path, "mba-dev")
+    shutil.copy(ROOT / "pins.toml", suite / "pins.toml")  # the demo's pins: its design, pairs in turns
+    shutil.copytree(ROOT / "scripts", suite / "scripts", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", suite / "pyproject.toml")
+    (suite / ".venv").symlink_to(ROOT / ".venv")  # the suite's environment, already made (its stamp matches)
+    generate(suite / "demo-target")
+    step_summary = tmp_path / "step-summary.md"
+    step_summary.write_text("")
+    p = subprocess.run(["taskset", "-c", "0", "bash", "scripts/ci_gate.sh", "main", "mba-dev", "--repo", "demo-target",
+                        "--profile", "tiny", "--runs", "3", "--cases", CASE, "--out", "reports/pr"],
+                       cwd=suite, capture_output=True, text=True, timeout=1500,
+                       env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock"),
+                            "GITHUB_STEP_SUMMARY": str(step_summary), "MBAPHASES_CI_DEADLINE_MIN": "10"})
+    assert p.returncode in (0, 1), p.stdout[-3000:] + p.stderr[-3000:]
+    assert "design: pairs in turns" in p.stdout and "slots: 1 of 1 CPU (CPU 0)" in p.stdout
+    text = step_summary.read_text()
+    (gate, *_) = tables_of(text)
+    assert [row[0] for row in gate[1:]] == [f"`{CASE}`"] and gate[1][1] in ("PASS", "FAIL", "INCONCLUSIVE")
+    assert "reports/pr/page/index.html" in text
+    pins = (suite / "reports" / "pr" / "pins.ab-main-vs-mba-dev.toml").read_text()
+    assert 'design = "turns"' in pins
