@@ -2,12 +2,12 @@
 # The same stored runs through two commits of the suite: are the report files the same, byte for
 # byte? For a change meant to keep behaviour (a refactor). Both reports are made in the same
 # folder (paths appear in them) with SOURCE_DATE_EPOCH fixed (the report's date).
-#   bash scripts/same_report.sh BEFORE AFTER [MACHINE]     (MACHINE: default vm-demo-getters, the committed example)
+#   bash scripts/same_report.sh BEFORE AFTER [MACHINE]     (MACHINE: default vm-demo-slots, the committed example)
 # Exit 0: identical; 1: they differ (the differing lines are printed); 2: bad input.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 if [ $# -lt 2 ]; then echo "error: give BEFORE and AFTER (commits of this repository)" >&2; exit 2; fi
-BEFORE=$1; AFTER=$2; MACHINE=${3:-vm-demo-getters}
+BEFORE=$1; AFTER=$2; MACHINE=${3:-vm-demo-slots}
 for rev in "$BEFORE" "$AFTER"; do
     git -C "$ROOT" rev-parse -q --verify "$rev^{commit}" >/dev/null || { echo "error: $rev is not a commit of $ROOT" >&2; exit 2; }
 done
