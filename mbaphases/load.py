@@ -341,16 +341,23 @@ def _read_suite_metas(side: Side, paths: list[str], doc_of: dict) -> None:
             continue
         doc = read_json_file(meta)
         side.run_hardware[p].update(run_cpus(doc.get("environment") or {}))
-        if doc.get("batch"):
-            side.batches[p] = doc["batch"]
-        if (doc.get("duet") or {}).get("pair"):
-            side.pairs[p] = doc["duet"]["pair"]
-            if doc["duet"].get("cpu") is not None:
-                side.cpus[p] = int(doc["duet"]["cpu"])
-            if doc["duet"].get("share_cpu"):
-                side.turns.add(p)
-                if _turns_without_end_wait(doc_of[p]):
-                    side.turns_without_end_wait.add(p)
+        _batch_and_pair(doc, p, side)
+        if p in side.turns and _turns_without_end_wait(doc_of[p]):
+            side.turns_without_end_wait.add(p)
+
+
+def _batch_and_pair(meta: dict, run: str, into) -> None:
+    """A run's batch and pair (its slot's first CPU, whether it took turns) from its meta, into ``into``
+    (a side, or the raw runs being read: both keep them by run)."""
+    if meta.get("batch"):
+        into.batches[run] = meta["batch"]
+    duet = meta.get("duet") or {}
+    if duet.get("pair"):
+        into.pairs[run] = duet["pair"]
+        if duet.get("cpu") is not None:
+            into.cpus[run] = int(duet["cpu"])
+        if duet.get("share_cpu"):
+            into.turns.add(run)
 
 
 # --- asv results -------------------------------------------------------------------------------
@@ -520,14 +527,7 @@ def _raw_runs(raw: Path, side: Side) -> _RawRuns:
             continue  # a run under other pinned parameters: kept on disk, not mixed in
         run = f"run{meta['run']}"
         out.names.append(run)
-        if meta.get("batch"):
-            out.batches[run] = meta["batch"]
-        if (meta.get("duet") or {}).get("pair"):
-            out.pairs[run] = meta["duet"]["pair"]
-            if meta["duet"].get("cpu") is not None:
-                out.cpus[run] = int(meta["duet"]["cpu"])
-            if meta["duet"].get("share_cpu"):
-                out.turns.add(run)
+        _batch_and_pair(meta, run, out)
         out.fails += [{"run": run, "case": c, "message": m} for c, m in meta.get("failed_cases", {}).items()]
         side.environment = meta.get("environment", side.environment)
         env = side.environment or {}

@@ -290,8 +290,12 @@ def runs_needed(iv: RatioInterval, threshold: float, confidence: float, cap: int
     The interval's width shrinks about as 1/sqrt(runs); the estimate stays where
     it is. None when the estimate sits on the threshold (no number of runs decides)."""
     if iv.lower is None:
+        # the count whose smallest order statistic reaches the confidence: pairs by the signed-rank
+        # statistic (2 / 2^n), independent runs by the rank-sum one
         n = max(iv.m, iv.n)
-        while n <= cap and order_index(n, n, confidence)[0] is None:
+        paired = iv.method.startswith("signed-rank")
+        while n <= cap and not (1 - 2 * signed_rank_cdf(0, n) + 1e-12 >= confidence if paired
+                                else order_index(n, n, confidence)[0] is not None):
             n += 1
         return n
     distance = abs(math.log(iv.estimate / threshold))

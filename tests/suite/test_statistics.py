@@ -651,3 +651,16 @@ def test_until_decisive_stops_when_no_open_case_is_within_the_plans_reach():
     assert until_decisive.beyond_reach([("dev", "a", 9), ("next", "b", 12)], 5)
     assert not until_decisive.beyond_reach([("dev", "a", 9), ("next", "b", 5)], 5)
     assert not until_decisive.beyond_reach([("dev", "a", 9), ("next", "b", None)], 5)
+
+
+def test_runs_needed_without_an_interval_counts_pairs_by_the_signed_rank_statistic():
+    """Six pairs at 98% have no signed-rank interval (2 / 2^6 > 2%): the pairs it needs are 7, the first
+    count whose smallest order statistic reaches 98%; the rank-sum count (6 runs a side) would say 6."""
+    blocks = [(np.array([1000.0 + k]), np.array([950.0 + 2 * k])) for k in range(6)]
+    iv = intervals._paired_shift(blocks, 0.98, log=True)
+    assert iv.lower is None and iv.method.startswith("signed-rank")
+    assert intervals.runs_needed(iv, 0.90, 0.98) == 7
+    assert intervals._paired_shift([*blocks, (np.array([1007.0]), np.array([964.0]))], 0.98, log=True).lower
+    unpaired = intervals.ratio_interval(np.array([1000.0, 1001.0]), np.array([950.0, 951.0]), 0.98)
+    # rank-sum: 4 a side reach 1 - 2/70 = 0.971, 5 reach 1 - 2/252 = 0.992
+    assert unpaired.lower is None and intervals.runs_needed(unpaired, 0.90, 0.98) == 5
