@@ -132,7 +132,7 @@ def test_a_duet_runs_each_side_in_its_own_environment_at_the_same_time(measured,
     suite, _ = measured
     bad = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet", "--profile", "tiny", "--runs", "1",
                         "--python", sys.executable, "--machine", "pub-duet")
-    _one_error(bad, f"--python {sys.executable} with --duet", "leave --python out")
+    _one_error(bad, f"--python {sys.executable} with --design pairs or turns", "leave --python out")
     assert not (suite / "raw-runs" / "pub-duet").exists()
     p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet", "--no-duet-share-cpu", "--profile", "tiny", "--runs", "1",
                       "--machine", "pub-duet", timeout=2400)
