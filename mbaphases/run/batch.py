@@ -158,7 +158,7 @@ def _plan(b: Batch) -> dict | None:
     for line in b.executor.slots.lines(design):
         say(line)
     pairs = b.pairs_of(0)
-    plan = (f"plan: {len(pairs)} pairs a round ({design.pairing}"
+    plan = (f"plan: {len(pairs)} pair{'s' if len(pairs) != 1 else ''} a round ({design.pairing}"
             + (", each pair's two sides in turns on one slot" if design.share_cpu else "")
             + f") x {len(cases)} cases x {b.runs} rounds" if design.paired
             else f"plan: {len(b.sides)} sides x {len(cases)} cases x {b.runs} runs")

@@ -28,6 +28,7 @@ def sides_pins(sides, runs=2, extra=""):
     head = re.sub(r"cases = \[.*?\]", "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]", head, flags=re.S)
     head = re.sub(r"^runs = \d+", f"runs = {runs}", head, flags=re.M)
     head = "\n".join(line for line in head.splitlines() if not line.startswith("reference")) + "\n" + extra
+    head = head.replace('design = "turns"', 'design = "solo"')  # asv's own interleaving of the sides, tested here
     rest = rest[rest.index("# the field's formal baseline"):]
     (bref, blabel), *cands = sides
     body = f'[baseline]\nref = "{bref}"\nlabel = "{blabel}"\n\n'

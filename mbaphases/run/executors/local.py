@@ -47,7 +47,8 @@ class Slots:
             lines = [f"slots: each run on the process's {self.size} CPU{'s' if self.size != 1 else ''} ({where})"]
         else:
             at_once = len(self.slots) if design.share_cpu else len(self.slots) // 2
-            lines = [f"slots: {len(self.slots)} of {self.size} CPU{'s' if self.size != 1 else ''} ({where}); "
+            lines = [f"slots: {len(self.slots)} slot{'s' if len(self.slots) != 1 else ''} of {self.size} "
+                     f"CPU{'s' if self.size != 1 else ''} ({where}); "
                      + ("both sides of a pair on one slot" if design.share_cpu else "one slot a side")
                      + f", {at_once} pair{'s' if at_once != 1 else ''} at a time"]
         if self.short:
