@@ -1,6 +1,9 @@
 """The one design setting: which design a run, a search or an A/B takes (the command line, else the
 pins, else pairs in turns for an entry that takes turns), the earlier flags as its aliases, the pins
 file `mbaphases ab` keeps saying the design it ran, and the slots a design gets from the CPUs there are."""
+import io
+import time
+
 import pytest
 import tomli_w
 from test_suite_asv import ROOT
@@ -9,7 +12,7 @@ from mbaphases import cli, inputs
 from mbaphases.commands import ab, target
 from mbaphases.errors import UsageError
 from mbaphases.run import design as design_mod
-from mbaphases.run.executors.local import slots_for
+from mbaphases.run.executors.local import LocalExecutor, Slots, slots_for
 
 
 @pytest.mark.parametrize("pins, argv, expect", [
@@ -98,3 +101,20 @@ def test_slots_are_the_profiles_cpus_and_one_cpu_still_takes_turns():
     with pytest.raises(UsageError, match="--design turns runs a pair on one CPU"):
         slots_for(pairs, 1, [0])
     assert slots_for(solo, 2, [0, 1]).slots == [[0, 1]]
+
+
+def test_the_deadline_starts_no_unit_that_would_end_late_and_no_profiles_after_it(tmp_path):
+    """The executor's deadline: the first unit always starts (nothing estimates it), then each starts
+    only if the median unit so far would end in time; those kept back are counted, said once, and the
+    function profiles are skipped when they would end late (tests/suite/test_duet.py runs it for real)."""
+    out = io.StringIO()
+    ex = LocalExecutor([], {}, tmp_path / "asv.conf.json", tmp_path, None, {}, {}, "b", Slots([[0]], 1, [0]), out,
+                       deadline=time.time() + 60)
+    assert ex.fits("the first pair")
+    ex.unit_seconds = [10.0]
+    assert ex.fits("the second pair") and ex.late_by() is None
+    ex.unit_seconds = [10.0, 120.0, 130.0]
+    assert ex.late_by() > 0 and not ex.fits("pair r3p1") and not ex.fits("pair r4p1", 2)
+    assert ex.not_started == 3 and out.getvalue().count("[deadline] not starting") == 1
+    assert ex.profile_sides([{"sha": "a" * 40, "label": "x"}], tmp_path) == []
+    assert "no function profiles" in out.getvalue()

@@ -97,17 +97,23 @@ class LocalExecutor:
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
-    def fits(self, what: str, units: int = 1) -> bool:
-        """Whether the next unit would end before the deadline, estimated from the units so far (the
-        first always starts: nothing estimates it). Said once when it would not."""
+    def late_by(self) -> float | None:
+        """How long after the deadline the next unit would end, estimated from the units so far (None:
+        in time, no deadline, or nothing to estimate from: the first unit always starts)."""
         if self.deadline is None or not self.unit_seconds:
-            return True
-        expected = statistics.median(self.unit_seconds)
-        if time.time() + expected <= self.deadline:
+            return None
+        late = time.time() + statistics.median(self.unit_seconds) - self.deadline
+        return late if late > 0 else None
+
+    def fits(self, what: str, units: int = 1) -> bool:
+        """Whether the next unit would end before the deadline; said once when it would not, and counted
+        (the batch record's units that never started)."""
+        late = self.late_by()
+        if late is None:
             return True
         if not self.not_started:
-            self.say(f"[deadline] not starting {what}: at about {expected:.0f} s a unit it would end "
-                     f"{time.time() + expected - self.deadline:.0f} s after the deadline; every completed run is kept")
+            self.say(f"[deadline] not starting {what}: at about {statistics.median(self.unit_seconds):.0f} s a unit "
+                     f"it would end {late:.0f} s after the deadline; every completed run is kept")
         self.not_started += units
         return False
 
@@ -225,8 +231,8 @@ class LocalExecutor:
         todo = [x for x in sides if not (machine_dir / x["sha"] / "profile" / self.batch / "profile.json").exists()]
         if not todo:
             return []
-        if self.deadline is not None and time.time() >= self.deadline:
-            self.say("[deadline] no function profiles: the deadline has passed (the measured runs are kept)")
+        if self.late_by() is not None or (self.deadline is not None and time.time() >= self.deadline):
+            self.say("[deadline] no function profiles: they would end after the deadline (the measured runs are kept)")
             return []
         trees = worktrees(self.suite_dir, self.repo_path, [x["sha"] for x in todo])
         slots = self.slots.slots
