@@ -2,7 +2,8 @@
 # The pull-request gate, as a CI job runs it (docs/ci.md; the workflow docs/ci/collector-ab.yml runs
 # exactly this): an A/B of BASE and HEAD with `mbaphases ab`, pairs in turns on the CPUs the job has
 # (one on a one-CPU runner, said in the plan and on every verdict), ended by its deadline before the
-# job's cap, then a short Markdown summary for the job's page ($GITHUB_STEP_SUMMARY when set).
+# job's cap, then a short Markdown summary (reports/ci-gate-summary.md, and the job's page when
+# $GITHUB_STEP_SUMMARY is set).
 #
 #   bash scripts/ci_gate.sh BASE HEAD --repo PATH [mbaphases ab options]   # commits of a checkout
 #   bash scripts/ci_gate.sh 'unilab[mujoco,motrix]==1.4.0' --swap unisim-core==2.2.0 [options]
@@ -32,11 +33,16 @@ for ((i = 0; i < ${#args[@]}; i++)); do
         mbaphases demo-repo --path demo-target
     fi
 done
-summary="${GITHUB_STEP_SUMMARY:-$ROOT/reports/ci-gate-summary.md}"
+summary="$ROOT/reports/ci-gate-summary.md"
 mkdir -p "$(dirname "$summary")"
 set +e
 mbaphases ab "${args[@]}" --deadline-min "${MBAPHASES_CI_DEADLINE_MIN:-10}" --summary "$summary"
 status=$?
 set -e
+# the job's page: GitHub gives each step a summary file of its own, so a later step (the pull
+# request's comment) reads the one under reports/
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$summary" ]; then
+    cat "$summary" >> "$GITHUB_STEP_SUMMARY"
+fi
 echo "[ci gate] summary: $summary; exit $status" >&2
 exit "$status"

@@ -32,6 +32,7 @@ def test_the_gate_script_decides_on_one_cpu_and_writes_its_summary(tmp_path):
     assert p.returncode in (0, 1), p.stdout[-3000:] + p.stderr[-3000:]
     assert "design: pairs in turns" in p.stdout and "slots: 1 slot of 1 CPU (CPU 0)" in p.stdout
     text = step_summary.read_text()
+    assert text == (suite / "reports" / "ci-gate-summary.md").read_text()  # the file a later step posts
     (gate, *_) = tables_of(text)
     assert [row[0] for row in gate[1:]] == [f"`{CASE}`"] and gate[1][1] in ("PASS", "FAIL", "INCONCLUSIVE")
     assert "reports/pr/page/index.html" in text
