@@ -365,26 +365,21 @@ def run_entry(pins: dict) -> dict:
 POOL_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
-def profile_cpus(prof: dict) -> int:
-    """The CPUs the pinned program uses: its torch pool's threads (the largest pool a profile pins)."""
-    return int(prof["torch_threads"])
-
-
 def side_env(prof: dict) -> dict:  # not entry_*: asv would take it for a benchmark
     """The entry's environment: offline, every pool at the profile's threads where the run has the
     CPUs the profile asks for (the pinned program); on fewer CPUs (a pair's slot on a smaller host,
     a one-CPU runner) at as many threads as the run has CPUs: never more threads than CPUs."""
-    threads = str(min(len(os.sched_getaffinity(0)), profile_cpus(prof)))
-    short = len(os.sched_getaffinity(0)) < profile_cpus(prof)
+    have, want = len(os.sched_getaffinity(0)), suite_module("hardware").profile_cpus(prof)
+    threads = str(min(have, want))
     return {**os.environ, **OFFLINE, "UNILAB_COLLECTOR_TORCH_THREADS": threads, **dict.fromkeys(POOL_VARS, threads),
-            **({"OMP_WAIT_POLICY": "PASSIVE"} if short else {})}
+            **({"OMP_WAIT_POLICY": "PASSIVE"} if have < want else {})}
 
 
 def run_cpus(prof: dict, env: dict) -> dict:
     """The CPUs this run had (its affinity) against the profile's, and each pool's threads: runs
     with other CPU counts measure another program and are never compared (mbaphases.comparable)."""
     affinity = sorted(os.sched_getaffinity(0))
-    return {"affinity": affinity, "count": len(affinity), "profile_asks": profile_cpus(prof),
+    return {"affinity": affinity, "count": len(affinity), "profile_asks": suite_module("hardware").profile_cpus(prof),
             "pools": {k: env.get(k) for k in ("UNILAB_COLLECTOR_TORCH_THREADS", *POOL_VARS)}}
 
 

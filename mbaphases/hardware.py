@@ -48,6 +48,12 @@ def describe() -> dict:
             "memory": mem, "gpu": gpu}
 
 
+def profile_cpus(profile: dict) -> int:
+    """The CPUs a pinned profile's program uses: its torch pool's threads (the largest pool a profile
+    pins). A pair's slot is this many CPUs; a run on fewer runs a smaller program."""
+    return int(profile["torch_threads"])
+
+
 def memory_class(memory) -> str | None:
     """'23.5 GiB' -> '24 GiB': the kernel's reserve moves MemTotal a little between
     identical hosts; a different RAM size is another class."""

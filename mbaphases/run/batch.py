@@ -9,14 +9,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mbaphases import allocation, estimate, inputs, load, processes
+from mbaphases import allocation, estimate, hardware, inputs, load, processes
 from mbaphases import resume as resume_mod
 from mbaphases import until_decisive as until_mod
 from mbaphases.errors import UsageError
 from mbaphases.run import prepare
 from mbaphases.run import record as record_mod
 from mbaphases.run.design import Design, from_record, pairs_of_round
-from mbaphases.run.executors.local import LocalExecutor, profile_cpus, slots_for
+from mbaphases.run.executors.local import LocalExecutor, slots_for
 from mbaphases.run.progress import Progress
 from mbaphases.stats import rules
 
@@ -86,7 +86,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         only = [x["label"] for x in prior["sides"] if x["role"] != "baseline"]
         design = from_record(prior)
     # refused before anything is printed or measured
-    slots = slots_for(design, profile_cpus(pins["active_profile"]))
+    slots = slots_for(design, hardware.profile_cpus(pins["active_profile"]))
     sides = prepare.resolve_sides(pins, repo_path, only)
     if prior is not None:
         resume_mod.check_sides(prior, sides)

@@ -21,11 +21,6 @@ from mbaphases.run import design as design_mod
 from mbaphases.run.prepare import worktrees
 
 
-def profile_cpus(profile: dict) -> int:
-    """The CPUs the pinned program uses: its torch pool's threads (benchmarks/_target.profile_cpus)."""
-    return int(profile["torch_threads"])
-
-
 @dataclass(frozen=True)
 class Slots:
     slots: list[list[int]]  # each slot's CPUs
