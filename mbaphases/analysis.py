@@ -166,9 +166,9 @@ def build_overview(reps: list[Report], reference: str, combines: dict[str, list[
     confidence = reps[0].confidence
     fits = ledger_mod.part_fits([reps[0].baseline, *by_label.values()])
     led, family = ledger_mod.ledger_table(ref, others, cases, confidence, min_share, fits)
-    add = ledger_mod.additivity_table(ref, by_label, combines, led, cases, confidence,
+    add = ledger_mod.additivity_table(ref, by_label, combines, cases, confidence,
                                       ledger_mod.DEFAULT_MARGIN_SHARE if margin_share is None else margin_share,
-                                      margin_ms)
+                                      margin_ms, fits)
     return Overview(reps, reference, led, add, history, overall_verdict([r.verdict for r in reps]), family,
                     min_share)
 

@@ -1,18 +1,21 @@
 """What each optimization bought: every candidate against one reference candidate.
 
-Per case: the throughput ratio candidate / reference (medians), the change in
-active ms per vector step split by phase (the attribution of tables.py, so the
-parts add up), each change with its distribution-free interval (a change whose
-interval contains 0 is not distinguishable from run-to-run noise), and for a
-candidate that combines others (pins ``combines``) the additivity test.
+Per case: the throughput ratio candidate / reference (of medians), the change in
+active ms per vector step and its parts by phase (the attribution of tables.py),
+each change the estimate of its own interval (Hodges-Lehmann of the runs, or the
+intra-block fit for round-robin pairs; a change whose interval contains 0 is not
+distinguishable from run-to-run noise), and for a candidate that combines others
+(pins ``combines``) the additivity test.
 
 Additivity: the interaction = measured change of the combined commit - the sum
-of the single optimizations' changes (each against the reference; a change is
-the sum of the parts' median changes, as in the ledger). Its interval is a
-stratified percentile bootstrap over the runs of every side involved: the
-interaction mixes medians of several independent sides, for which no rank
-inversion exists. Against an equivalence margin (pins ``[ledger]``: a share of
-the combined change, default 10%, or an absolute ``additivity_margin_ms``):
+of the single optimizations' changes (each against the reference). Where every
+side involved ran in pairs, it is a contrast of the active time's intra-block
+fit (each change the reference's median times the fitted ratio less 1; the
+interval by the delta method), so each pair's shared slot
+cancels as in the gate. Otherwise the changes are of the sums of the parts'
+medians and the interval a stratified percentile bootstrap over the runs of
+every side involved. Against an equivalence margin (pins ``[ledger]``: a share
+of the combined change, default 10%, or an absolute ``additivity_margin_ms``):
 "adds up" only when the whole interval lies inside [-margin, +margin], "does
 not add up" when it lies wholly beyond the margin, "undetermined" otherwise,
 with the runs per side an interval of this spread would need.
@@ -24,7 +27,7 @@ import pandas as pd
 
 from mbaphases import comparable, tables
 from mbaphases.side import Side
-from mbaphases.stats import intervals, rules
+from mbaphases.stats import blocks, intervals, rules
 
 PHASES = tables.ATTRIBUTION  # the parts of the active time that add up per run
 STORY = ("physics", "update_state", "reset_done")  # the phases the demo story is about; the rest is "other"
@@ -70,12 +73,11 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
             row = {"candidate": cand.label, "case": case, "ratio": thr.loc[case, "ratio"]}
             a = att.loc[case] if case in att.index else pd.Series(dtype=object)
             row["active_ms_reference"] = a.get("active_ms_baseline")
-            for k in ("delta_sum", *PHASES):
+            # the active time's own change; the sum of the parts' median changes is what additivity adds up
+            row["delta_sum_ms"] = a.get("delta_active_ms")
+            row["sum_of_median_changes_ms"] = a.get("delta_sum_ms")
+            for k in PHASES:
                 row[f"{k}_ms"] = a.get(f"{k}_ms")
-            total = row["delta_sum_ms"]
-            # what the three phases the demo story is about leave of the change (a phase not reported: 0)
-            row["other_ms"] = (None if tables.missing(total) else
-                               total - sum(row[f"{p}_ms"] or 0 for p in STORY))
             pr, pc = _ledger_parts(ref, case, cnd), _ledger_parts(cnd, case, ref)
             blocked = _blocked_changes(ref, cnd, case, pr, fits, confidence)
             for key, change in blocked.items():
@@ -86,6 +88,7 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
                     continue
                 blocks = tables.part_blocks(ref, cnd, pr, pc, part)
                 iv = intervals.difference_interval(pr[part].dropna(), pc[part].dropna(), confidence, blocks)
+                row[f"{key}_ms"] = iv.estimate  # the interval's own point (Hodges-Lehmann)
                 row[f"{key}_lower_ms"], row[f"{key}_upper_ms"] = iv.lower, iv.upper
                 row[f"{key}_excludes_0"] = None if iv.lower is None else not iv.contains(0.0)
                 row[f"{key}_p"] = intervals.change_p(blocks)
@@ -130,37 +133,61 @@ def _groups(side: Side, parts: pd.DataFrame) -> list[np.ndarray]:
 
 
 def additivity_table(reference: Side, by_label: dict[str, Side], combines: dict[str, list[str]],
-                     ledger: pd.DataFrame, cases: list[str], confidence: float = rules.DEFAULT_CONFIDENCE,
-                     margin_share: float = DEFAULT_MARGIN_SHARE, margin_ms: float | None = None) -> pd.DataFrame:
+                     cases: list[str], confidence: float = rules.DEFAULT_CONFIDENCE,
+                     margin_share: float = DEFAULT_MARGIN_SHARE, margin_ms: float | None = None,
+                     fits: dict[str, dict] | None = None) -> pd.DataFrame:
+    """Per combined candidate and case, the interaction and its equivalence test. Where every side
+    involved ran in pairs of one batch (``fits``: part_fits), the interaction is a contrast of the
+    active time's intra-block fit (each pair's slot out, as the gate's); otherwise a stratified
+    percentile bootstrap over runs (point: the resamples' median)."""
     rows = []
-    delta = ledger.set_index(["candidate", "case"])["delta_sum_ms"]
     for combined, parts in combines.items():
         if combined not in by_label or any(p not in by_label for p in parts):
             continue
         involved = [reference, by_label[combined], *(by_label[p] for p in parts)]
         for case in cases:
-            singles = [delta.get((p, case)) for p in parts]
-            measured = delta.get((combined, case))
             per_run = [tables.attribution_parts(s, case) for s in involved]
             row = {"combined": combined, "case": case, "parts": ", ".join(parts)}
-            if (tables.missing(measured) or any(tables.missing(x) for x in singles)
-                    or any(p is None for p in per_run)):
+            if any(p is None or p["active"].isna().all() for p in per_run):
                 rows.append(row)
                 continue
-            k = len(parts)
-
-            def interaction(drawn, k=k):
-                ref, comb, *single = (_sum_of_medians(d) for d in drawn)
-                return comb - sum(single) + k * ref - ref
-
-            point, lo, hi = intervals.bootstrap([_groups(s, p) for s, p in zip(involved, per_run)], interaction,
-                                               confidence)
-            margin = float(margin_ms) if margin_ms is not None else margin_share * abs(float(measured))
             runs = min(len(p) for p in per_run)
-            verdict, need = rules.decide_equivalence(point, lo, hi, margin, runs)
-            rows.append({**row, "sum_of_parts_ms": float(sum(singles)), "measured_ms": float(measured),
-                         "interaction_ms": point, "interaction_lower_ms": lo, "interaction_upper_ms": hi,
-                         "margin_ms": margin, "additivity": verdict,
-                         "adds_up": {"adds up": True, "does not add up": False}.get(verdict),
-                         "runs_needed": need, "method": "stratified percentile bootstrap over runs"})
+            found = (_fitted_interaction(involved, per_run[0], (fits or {}).get("delta_sum", {}).get(case), confidence)
+                     or _bootstrap_interaction(involved, per_run, confidence))
+            measured = found["measured_ms"]
+            margin = float(margin_ms) if margin_ms is not None else margin_share * abs(float(measured))
+            verdict, need = rules.decide_equivalence(found["interaction_ms"], found["interaction_lower_ms"],
+                                                     found["interaction_upper_ms"], margin, runs)
+            rows.append({**row, **found, "margin_ms": margin, "additivity": verdict,
+                         "adds_up": {"adds up": True, "does not add up": False}.get(verdict), "runs_needed": need})
     return pd.DataFrame(rows)
+
+
+def _fitted_interaction(involved: list[Side], reference_parts: pd.DataFrame, fit, confidence: float) -> dict | None:
+    """The interaction through the active time's intra-block fit, where every side involved ran all
+    its runs in pairs (None otherwise)."""
+    if fit is None or not all(comparable.all_paired(s) for s in involved):
+        return None
+    reference, combined, *singles = (s.revision for s in involved)
+    found = blocks.interaction(fit, reference, combined, singles, float(reference_parts["active"].median()),
+                               confidence)
+    if found is None:
+        return None
+    return {"sum_of_parts_ms": found.sum_of_parts, "measured_ms": found.measured, "interaction_ms": found.estimate,
+            "interaction_lower_ms": found.lower, "interaction_upper_ms": found.upper,
+            "method": f"intra-block fit of the active time (t on {found.df:.0f} df)"}
+
+
+def _bootstrap_interaction(involved: list[Side], per_run: list[pd.DataFrame], confidence: float) -> dict:
+    """The interaction of the sides' sums of part medians, by a stratified percentile bootstrap."""
+    k = len(involved) - 2
+
+    def interaction(drawn):
+        ref, comb, *single = (_sum_of_medians(d) for d in drawn)
+        return comb - sum(single) + k * ref - ref
+
+    point, lo, hi = intervals.bootstrap([_groups(s, p) for s, p in zip(involved, per_run)], interaction, confidence)
+    sums = [float(np.nansum(p[list(PHASES)].median())) for p in per_run]
+    return {"sum_of_parts_ms": sum(x - sums[0] for x in sums[2:]), "measured_ms": sums[1] - sums[0],
+            "interaction_ms": point, "interaction_lower_ms": lo, "interaction_upper_ms": hi,
+            "method": "stratified percentile bootstrap over runs (point: the resamples' median)"}

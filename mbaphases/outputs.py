@@ -24,7 +24,7 @@ from mbaphases.views import (
     view_tables,
 )
 
-SCHEMA = "mbaphases.summary/4"
+SCHEMA = "mbaphases.summary/5"
 
 
 def family_summary(marks: FamilyMarks | None, min_share: float) -> dict | None:
@@ -32,8 +32,11 @@ def family_summary(marks: FamilyMarks | None, min_share: float) -> dict | None:
         return None
     return {"changes": marks.size, "selected": sum(1 for x in marks.selected if x),
             "false_discovery_rate": marks.error, "chance_marks_unadjusted": marks.chance_marks,
-            "min_share": min_share, "method": ("Benjamini-Hochberg over t p-values of the per-run values (Welch in one batch; a level "
-                       "per batch in several)")}
+            "min_share": min_share, "method": ("Benjamini-Yekutieli over t p-values of the per-run values (Welch in one batch; a "
+                       "level per batch in several; each side's own variance through round-robin pairs): the "
+                       "selection's false discovery rate at most the stated one under any dependence; a mark is a "
+                       "selected change whose interval also excludes 0 and that is at least min_share; intervals "
+                       "marginal")}
 
 
 def summary(rep: Report) -> dict:
@@ -55,8 +58,9 @@ def summary(rep: Report) -> dict:
             "phases_ms": {PHASE_LABELS[k]: {"baseline": p[f"{k}_baseline"], "candidate": p[f"{k}_candidate"]}
                           for k in PHASE_LABELS},
             "attribution_ms": {k: a.get(f"{k}_ms") for k in tables.ATTRIBUTION} | {
-                "delta_sum": a.get("delta_sum_ms"), "delta_active_median": a.get("delta_active_median_ms")},
-            "attribution": {k: {"delta_ms": a.get("delta_sum_ms" if k == "active" else f"{k}_ms"),
+                "delta_active": a.get("delta_active_ms"), "delta_sum_of_median_changes": a.get("delta_sum_ms"),
+                "delta_active_median": a.get("delta_active_median_ms")},
+            "attribution": {k: {"delta_ms": a.get("delta_active_ms" if k == "active" else f"{k}_ms"),
                                 "lower_ms": a.get(f"{'delta_active' if k == 'active' else k}_lower_ms"),
                                 "upper_ms": a.get(f"{'delta_active' if k == 'active' else k}_upper_ms"),
                                 "distinguishable": a.get(f"{'delta_active' if k == 'active' else k}_clear"),
@@ -195,7 +199,8 @@ def overview_markdown(ov: Overview) -> str:
         "## Gate per candidate", _md(v["verdicts"]),
         f"## Ledger: each candidate against {ov.reference}",
         "Change in active ms per vector step (negative: faster), split by phase as in each report's attribution, "
-        "each with its distribution-free interval; between sides of a round-robin duet batch, the active time, "
+        "each the estimate of its own interval (Hodges-Lehmann of the runs, distribution-free); between sides of a "
+        "round-robin duet batch, the active time, "
         "physics, update_state and reset_done through every side's pairs (the gate's intra-block fit, on each "
         "figure; its point is the reference's median changed by the fitted ratio).",
         family_text(ov.family, ov.min_share, "this ledger (every candidate, case and column)",
@@ -205,8 +210,11 @@ def overview_markdown(ov: Overview) -> str:
     if len(v["additivity"]):
         parts += ["## Additivity: do the single optimizations add up?",
                   "The interaction is the combined commit's measured change minus the sum of the single "
-                  "optimizations' changes (all against the same reference), with a stratified percentile bootstrap "
-                  "interval over the runs of every side involved. Adds up: the interval lies inside ± the margin; "
+                  "optimizations' changes (all against the same reference). Where every side ran in pairs, a "
+                  "contrast of the active time's intra-block fit (each pair's slot out, as in the gate; the "
+                  "interval by the delta method); otherwise a stratified percentile bootstrap over the runs of "
+                  "every side involved (its point the resamples' median). The method column says which. Adds up: "
+                  "the interval lies inside ± the margin; "
                   "does not add up: it lies wholly beyond it; undetermined otherwise (the runs per side an interval "
                   "of this spread would need).", _md(v["additivity"])]
     parts += ["## History (first-parent order)", " → ".join(ov.history)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -131,10 +132,21 @@ def part_blocks(b: Side, c: Side, pb: pd.DataFrame, pc: pd.DataFrame, part: str)
 
 
 def _shares(b: Side, c: Side, pb: pd.DataFrame, pc: pd.DataFrame, confidence: float) -> list[tuple]:
-    """Each part's share of the change (sum of the parts' median changes), with a stratified
-    bootstrap interval over runs: (point, lower, upper) per part of ATTRIBUTION."""
+    """Each part's share of the change, with a bootstrap interval: (point, lower, upper) per part of
+    ATTRIBUTION, the point the resamples' median. Runs in pairs: whole pairs are drawn and a part's
+    change is the mean of its per-pair differences (so the shares add up to one); otherwise each
+    batch's runs are drawn, each side alone, and a change is the difference of medians."""
     cols = list(ATTRIBUTION)
     blocks = comparable.block_runs(b, c, pb.index, pc.index)
+    pairs = [(rb[0], rc[0]) for rb, rc in blocks if len(rb) == 1 and len(rc) == 1]
+    if len(pairs) >= comparable.MIN_PAIRS:
+        def paired_share(drawn):
+            with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a part no run reports: no share
+                delta = np.nanmean(drawn[1] - drawn[0], axis=1)
+                return delta / np.nansum(delta, axis=1, keepdims=True)
+        return intervals.bootstrap_pairs(pb.loc[[r for r, _ in pairs], cols].to_numpy(),
+                                         pc.loc[[r for _, r in pairs], cols].to_numpy(), paired_share, confidence)
     groups = [[pb.loc[rb, cols].to_numpy() for rb, _ in blocks], [pc.loc[rc, cols].to_numpy() for _, rc in blocks]]
 
     def share(drawn):
@@ -151,10 +163,13 @@ MIN_SHARE = 0.01
 
 
 def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = rules.DEFAULT_CONFIDENCE) -> pd.DataFrame:
-    """Per case and part: the change of medians in ms, its distribution-free interval (Hodges-Lehmann
-    of the per-run differences, stratified by batch: ``{k}_lower_ms``, ``{k}_upper_ms``, and
-    ``{k}_excludes_0``), the p-value of no change for the family's marks (``{k}_p``, :func:`intervals.change_p`), and
-    the part's share of the change with a bootstrap interval. The marks a reader acts on come from
+    """Per case and part: the change in ms with its distribution-free interval (``{k}_ms``: the
+    Hodges-Lehmann estimate of the per-run differences, stratified by batch, the interval's own point;
+    ``{k}_lower_ms``, ``{k}_upper_ms``, ``{k}_excludes_0``), the change of the sides' medians
+    (``{k}_median_ms``, a table of medians' figure), the p-value of no change for the family's marks
+    (``{k}_p``, :func:`intervals.change_p`), and the part's share of the change with its bootstrap
+    interval. ``delta_active``: the active time's own change; ``delta_sum_ms``: the sum of the parts'
+    median changes (where additivity is judged). The marks a reader acts on come from
     :func:`mark_family` over the whole family."""
     rows = []
     for case in cases:
@@ -166,24 +181,25 @@ def attribution_changes(b: Side, c: Side, cases: list[str], confidence: float = 
         cb = {k: float(x) for k, x in pb.median().items()}
         cc = {k: float(x) for k, x in pc.median().items()}
         deltas = {k: cc[k] - cb[k] for k in ATTRIBUTION}
-        total = sum(d for d in deltas.values() if not math.isnan(d))
         row["active_ms_baseline"], row["active_ms_candidate"] = cb["active"], cc["active"]
         row["delta_active_median_ms"] = cc["active"] - cb["active"]
-        row["delta_sum_ms"] = total
+        row["delta_sum_ms"] = sum(d for d in deltas.values() if not math.isnan(d))
+        row.update({f"{k}_ms": None for k in ("delta_active", *ATTRIBUTION)})  # a part no side reports
         for k, part in (("delta_active", "active"), *((k, k) for k in ATTRIBUTION)):
             if pb[part].isna().all() or pc[part].isna().all():
                 continue
             blocks = part_blocks(b, c, pb, pc, part)
             iv = intervals.difference_interval(pb[part].dropna(), pc[part].dropna(), confidence, blocks)
+            row[f"{k}_ms"] = iv.estimate
             row[f"{k}_lower_ms"], row[f"{k}_upper_ms"] = iv.lower, iv.upper
             row[f"{k}_excludes_0"] = None if iv.lower is None else not iv.contains(0.0)
             row[f"{k}_p"] = intervals.change_p(blocks)
         shares = _shares(b, c, pb, pc, confidence)
-        for k, (_point, lo, hi) in zip(ATTRIBUTION, shares):
+        for k, (point, lo, hi) in zip(ATTRIBUTION, shares):
             d = deltas[k]
-            row[f"{k}_ms"] = None if math.isnan(d) else d
-            row[f"{k}_share"] = None if math.isnan(d) or total == 0 else d / total
-            row[f"{k}_share_lower"], row[f"{k}_share_upper"] = (None, None) if math.isnan(d) else (lo, hi)
+            row[f"{k}_median_ms"] = None if math.isnan(d) else d
+            row[f"{k}_share"], row[f"{k}_share_lower"], row[f"{k}_share_upper"] = (
+                (None, None, None) if math.isnan(d) else (point, lo, hi))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -214,7 +230,7 @@ def attribution_table(b: Side, c: Side, cases: list[str], confidence: float = ru
                       min_share: float = MIN_SHARE) -> tuple[pd.DataFrame, intervals.FamilyMarks]:
     """The attribution of one report, its changes marked as one family (every case and part)."""
     table = attribution_changes(b, c, cases, confidence)
-    keys = {"delta_active": "delta_sum_ms", **{k: f"{k}_ms" for k in ATTRIBUTION}}
+    keys = {"delta_active": "delta_active_ms", **{k: f"{k}_ms" for k in ATTRIBUTION}}
     return table, mark_family(table, keys, confidence, min_share)
 
 

@@ -26,13 +26,15 @@ DEFINITIONS = {
     "ratio": "ratio = candidate median / baseline median of throughput (env steps/s).",
     "attribution": "Branch-level decomposition of the change in active ms per vector step: per run, active = "
                    "physics + (step_core - physics) + update_state + reset_done + rest of env_step + replay + "
-                   "bookkeeping; each part's change is the difference of the two sides' medians, with the "
-                   "distribution-free interval of the shift (Hodges-Lehmann of the per-run differences, by batch); "
+                   "bookkeeping; each part's change is the Hodges-Lehmann estimate of the per-run differences (by "
+                   "batch or pair), the point of its own distribution-free interval (inverting the rank test); "
                    f"a change whose interval contains 0 is marked {NOISE_MARK} (not distinguishable from run-to-run "
-                   "noise). A part's share is its change over the sum of the parts' changes, with a stratified "
-                   f"percentile bootstrap interval over runs ({BOOTSTRAP_RESAMPLES} resamples, seeded; a ratio of two "
-                   "noisy changes has "
-                   "no rank interval). It is a decomposition by phase of the whole branch difference, not a measure "
+                   "noise). The active row is the active time's own change; 'sum of parts' adds the parts' median "
+                   "changes and 'Δ median active ms' is the difference of medians (figures of the tables of medians, "
+                   "without an interval of their own). A part's share is its change over the whole change, with a "
+                   f"percentile bootstrap interval ({BOOTSTRAP_RESAMPLES} resamples, seeded; whole pairs drawn where the "
+                   "runs were taken in pairs, each batch's runs otherwise) and the resamples' median as its point. "
+                   "It is a decomposition by phase of the whole branch difference, not a measure "
                    "of 'manager overhead'.",
     "comparable": "Runs are compared only on one hardware (machine, CPU model, logical cores, RAM class, GPU): a "
                   "side with runs on several is reported per hardware that the sides share, never pooled. Within a "
@@ -133,15 +135,15 @@ def family_text(marks: FamilyMarks | None, min_share: float, what: str, confiden
     if marks is None or not marks.size:
         return ""
     return (f"Family: {what}, {marks.size} changes. A mark (a change shown with no sign after it) is "
-            f"selected by Benjamini-Hochberg over the whole family at a false discovery rate of "
-            f"{marks.error:.0%} (two-sided t p-values of the per-run values: Welch's in one batch, with a "
-            f"level per batch in several), has its interval excluding "
-            f"0, and is at least {min_share:.0%} of the baseline's active time (pins [marks] min_share): "
-            f"{sum(1 for x in marks.selected if x)} selected. The intervals are the marginal {confidence:.0%} "
-            f"distribution-free ones; if nothing had moved, about {marks.chance_marks:.1f} of the "
-            f"{marks.size} would exclude 0 by chance alone. {NOISE_MARK}: not a mark (not distinguishable "
-            f"from run-to-run noise in this family); {SMALL_MARK}: selected but below {min_share:.0%} of the "
-            "active time.")
+            f"selected by Benjamini-Yekutieli over the whole family, which keeps the selection's false "
+            f"discovery rate at most {marks.error:.0%} whatever the dependence between its changes (two-sided t "
+            f"p-values of the per-run values: Welch's in one batch, with a level per batch in several), has its "
+            f"interval excluding 0, and is at least {min_share:.0%} of the baseline's active time (pins [marks] "
+            f"min_share): {sum(1 for x in marks.selected if x)} selected. The intervals are the marginal "
+            f"{confidence:.0%} ones, not widened for the selection; if nothing had moved, about "
+            f"{marks.chance_marks:.1f} of the {marks.size} would exclude 0 by chance alone. {NOISE_MARK}: not a "
+            f"mark (not distinguishable from run-to-run noise in this family); {SMALL_MARK}: selected but below "
+            f"{min_share:.0%} of the active time.")
 
 
 def share_text(x, lower, upper) -> str:
@@ -186,10 +188,11 @@ def _attribution_view(rep: Report) -> pd.DataFrame:
     at = pd.DataFrame({"case": a.case})
     if "delta_sum_ms" in a:
         recs = a.to_dict("records")
-        at["Δ active ms (sum of parts) [interval]"] = [
-            change_text(r.get("delta_sum_ms"), r.get("delta_active_lower_ms"), r.get("delta_active_upper_ms"),
+        at["Δ active ms [interval]"] = [
+            change_text(r.get("delta_active_ms"), r.get("delta_active_lower_ms"), r.get("delta_active_upper_ms"),
                         r.get("delta_active_clear"), small=r.get("delta_active_small")) for r in recs]
         at["Δ median active ms"] = [_num(x, "{:+.2f}") for x in a.delta_active_median_ms]
+        at["sum of parts (medians)"] = [_num(x, "{:+.2f}") for x in a.delta_sum_ms]
         for k in tables.ATTRIBUTION:
             at[k] = [change_text(r.get(f"{k}_ms"), r.get(f"{k}_lower_ms"), r.get(f"{k}_upper_ms"), r.get(f"{k}_clear"),
                                  small=r.get(f"{k}_small"))
@@ -346,7 +349,7 @@ def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:
     led = ov.ledger
     recs = led.to_dict("records")
     lv = pd.DataFrame({"candidate": led.candidate, "case": led.case,
-                       f"ratio to {ov.reference}": [_num(x, "{:.3f}") for x in led.ratio]})
+                       f"ratio of medians to {ov.reference}": [_num(x, "{:.3f}") for x in led.ratio]})
     for key, title in (("delta_sum", "Δ active ms"), ("physics", "Δ physics"), ("update_state", "Δ update_state"),
                        ("reset_done", "Δ reset_done"), ("other", "Δ other")):
         lv[title] = [change_text(r.get(f"{key}_ms"), r.get(f"{key}_lower_ms"), r.get(f"{key}_upper_ms"),
@@ -369,6 +372,7 @@ def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:
                         "{:+.3f}") for r in arecs],
         "margin (± ms)": [_num(r.get("margin_ms"), "{:.3f}") for r in arecs],
         "adds up": [verdict_text(r) for r in arecs],
+        "method": [r.get("method") if isinstance(r.get("method"), str) else "" for r in arecs],
     }) if len(a) else pd.DataFrame()
     return {"verdicts": verdicts, "ledger": lv, "additivity": av}
 

@@ -360,13 +360,14 @@ def test_additivity_has_three_answers(tmp_path, combined_update_state, noise, ex
     both = phase_side(tmp_path, "both", noisy(rng, n, noise, physics=5.0, step_core=5.5,
                                               update_state=combined_update_state,
                                               env_step=5.5 + combined_update_state + 0.5 + 0.5))
-    led, _ = ledger.ledger_table(dev, [a, b, both], [CASE], 0.90)
-    add = ledger.additivity_table(dev, {"a": a, "b": b, "both": both}, {"both": ["a", "b"]}, led, [CASE], 0.90).iloc[0]
+    add = ledger.additivity_table(dev, {"a": a, "b": b, "both": both}, {"both": ["a", "b"]}, [CASE], 0.90).iloc[0]
     assert add.additivity == expected, add.to_dict()
+    assert add.method.startswith("stratified percentile bootstrap")
     assert add.interaction_lower_ms <= add.interaction_ms <= add.interaction_upper_ms
     assert add.margin_ms == pytest.approx(0.1 * abs(add.measured_ms))
-    # the point is the ledger's: measured change minus the sum of the single changes
-    assert add.interaction_ms == pytest.approx(add.measured_ms - add.sum_of_parts_ms)
+    # the point is the resamples' median, near the measured change minus the sum of the single changes
+    width = add.interaction_upper_ms - add.interaction_lower_ms
+    assert abs(add.interaction_ms - (add.measured_ms - add.sum_of_parts_ms)) <= 0.25 * width + 1e-3
     if expected == "undetermined":
         assert add.runs_needed > n
     # an independent bootstrap of the same statistic (scipy's, over each side's runs)
@@ -393,7 +394,7 @@ def test_a_side_never_gates_from_a_tolerance_wider_than_its_effect(tmp_path):
     a = phase_side(tmp_path, "a", noisy(rng, 3, 1.0, update_state=1.4, env_step=8.9))
     both = phase_side(tmp_path, "both", noisy(rng, 3, 1.0, update_state=1.4, env_step=8.9))
     led, _ = ledger.ledger_table(dev, [a, both], [CASE], 0.90)
-    add = ledger.additivity_table(dev, {"a": a, "both": both}, {"both": ["a"]}, led, [CASE], 0.90).iloc[0]
+    add = ledger.additivity_table(dev, {"a": a, "both": both}, {"both": ["a"]}, [CASE], 0.90).iloc[0]
     assert add.additivity == "undetermined"
 
 
@@ -413,14 +414,15 @@ def test_report_restricted_to_named_batches(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_family_marks_are_benjamini_hochberg(seed):
+def test_family_marks_are_benjamini_yekutieli(seed):
     """Against scipy's adjusted p-values (an independent computation): a change is selected exactly
-    when its Benjamini-Hochberg adjusted p is at most the false discovery rate."""
+    when its Benjamini-Yekutieli adjusted p is at most the false discovery rate."""
     rng = np.random.default_rng(seed)
-    p = np.concatenate([rng.uniform(0, 1, 30), rng.uniform(0, 0.01, 8)])
+    p = np.concatenate([rng.uniform(0, 1, 30), rng.uniform(0, 0.002, 8)])
     marks = intervals.family_marks(list(p), 0.90)
-    adjusted = stats.false_discovery_control(p, method="bh")
+    adjusted = stats.false_discovery_control(p, method="by")
     assert marks.selected == [bool(a <= 0.10 + 1e-12) for a in adjusted]
+    assert sum(marks.selected) >= 1
     assert marks.size == 38 and marks.chance_marks == pytest.approx(3.8)
 
 
@@ -593,8 +595,9 @@ def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path):
 def test_the_intra_block_interval_covers_as_stated_in_round_robin_aa_batches():
     """A/A: six sides of the same speed, five round-robin rounds, each slot's speed drawn anew and
     CPU 1 3% faster than CPU 0 (the CPUs swap sides every round); the 90% interval of a candidate
-    against the baseline excludes 1 in about one batch of ten, and below (a false slower) in about
-    one of twenty."""
+    against the baseline excludes 1 in at most about one batch of ten (a side's own variance,
+    where above the pool's, makes it somewhat wider than the pooled fit's), and below (a false
+    slower) in at most about one of twenty."""
     sides = [f"s{k}" for k in range(6)]
     schedule = round_robin(sides, 5)
     rng = np.random.default_rng(11)
@@ -611,7 +614,7 @@ def test_the_intra_block_interval_covers_as_stated_in_round_robin_aa_batches():
         c = blocks.contrast(blocks.fit(rows), "s0", "s3", 0.90)
         outside += not (c.lower <= 1 <= c.upper)
         below += c.upper < 1
-    assert 0.06 <= outside / trials <= 0.14 and below / trials <= 0.08, (outside, below)
+    assert outside / trials <= 0.14 and below / trials <= 0.08, (outside, below)
 
 
 def test_the_ledger_of_round_robin_sides_reads_each_phase_through_every_pair(tmp_path):
@@ -664,3 +667,35 @@ def test_runs_needed_without_an_interval_counts_pairs_by_the_signed_rank_statist
     unpaired = intervals.ratio_interval(np.array([1000.0, 1001.0]), np.array([950.0, 951.0]), 0.98)
     # rank-sum: 4 a side reach 1 - 2/70 = 0.971, 5 reach 1 - 2/252 = 0.992
     assert unpaired.lower is None and intervals.runs_needed(unpaired, 0.90, 0.98) == 5
+
+
+def test_additivity_of_round_robin_sides_is_a_contrast_of_the_pairs_fit(tmp_path):
+    """Four sides in round-robin duets, every slot's pace x0.7 to x1.3 on both runs: one optimization
+    takes 1 ms off physics, another 0.5 ms off update_state, the combined side both. Through the
+    pairs (the active time's intra-block fit) the interaction is the measured change minus the sum of
+    the single ones exactly, its interval about 0 and narrow enough to say the gains add up; the
+    bootstrap over runs of the same sides, blind to the slots, cannot tell."""
+    phases = {"dev": BASE, "a": {**BASE, "physics": 5.0, "step_core": 5.5, "env_step": 8.0},
+              "b": {**BASE, "update_state": 0.5, "env_step": 8.5},
+              "both": {**BASE, "physics": 5.0, "step_core": 5.5, "update_state": 0.5, "env_step": 7.5}}
+    rng = np.random.default_rng(4)
+    paths: dict[str, list[str]] = {s: [] for s in phases}
+    for r, pairs in enumerate(round_robin(list(phases), 9)):
+        for p, (x, y) in enumerate(pairs):
+            slot = rng.uniform(0.7, 1.3)
+            for s in (x, y):
+                pace = slot * math.exp(rng.normal(0, 0.005))
+                doc = E.doc([E.case_result(CASE, **{k: v * pace for k, v in phases[s].items()})])
+                stem = tmp_path / f"{s}_{r}_{p}"
+                paths[s].append(E.write(Path(f"{stem}.json"), doc))
+                Path(f"{stem}.meta.json").write_text(json.dumps({"batch": "B", "duet": {"pair": f"B/r{r + 1}p{p + 1}"}}))
+    sides = {s: load.load_raw_side(s, paths[s]) for s in phases}
+    others = {k: v for k, v in sides.items() if k != "dev"}
+    fits = ledger.part_fits(list(sides.values()))
+    add = ledger.additivity_table(sides["dev"], others, {"both": ["a", "b"]}, [CASE], 0.90, fits=fits).iloc[0]
+    assert add.method.startswith("intra-block fit"), add.to_dict()
+    assert add.interaction_ms == pytest.approx(add.measured_ms - add.sum_of_parts_ms)
+    assert add.interaction_lower_ms < 0 < add.interaction_upper_ms
+    assert add.additivity == "adds up", add.to_dict()
+    blind = ledger.additivity_table(sides["dev"], others, {"both": ["a", "b"]}, [CASE], 0.90).iloc[0]
+    assert blind.method.startswith("stratified percentile bootstrap") and blind.additivity == "undetermined"

@@ -72,7 +72,7 @@ def test_report_per_candidate_with_ledger(many, tmp_path):
                       "--machine", "sidebox", "--min-runs", "2")
     assert r.returncode in (0, 1), r.stderr
     s = json.loads((tmp_path / "rep" / "summary.json").read_text())
-    assert s["schema"] == "mbaphases.summary/4"
+    assert s["schema"] == "mbaphases.summary/5"
     assert [c["label"] for c in s["candidates"]] == ["MBA dev", "opt reset", "MBA next"]
     for c in s["candidates"]:
         one = json.loads((tmp_path / "rep" / c["summary"]).read_text())

@@ -1,0 +1,284 @@
+"""The calibration study: every interval procedure of the suite run on many generated data sets
+with a known truth, counting how often its interval covers the truth, whether its printed point lies
+inside it, and how often an A/A comparison fails a gate or a family marks a change that is not there.
+
+A claim a report prints ("90% interval", "false discovery rate 10%") is one this study measured. The
+scenarios are the designs the suite runs (solo batches, several batches, pairs on two CPUs, pairs in
+turns with a shared slot effect larger than the noise within a pair, round-robin pairs) and the host's
+ways of being difficult (one side much noisier than the rest, runs in one of two modes). Seeded: the
+same table every time (scripts/calibration.py writes it into docs/statistics.md; the test suite
+checks it).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from mbaphases.run import design
+from mbaphases.stats import blocks, intervals
+
+NOISE = 0.03  # a run's own spread (log scale)
+SLOT = 0.15  # a pair's shared slot effect in turns: larger than the noise within the pair
+BATCH = 0.10  # a batch's shift, shared by its sides
+NOISY = 4.0  # the noisy side's spread, in NOISE
+MODES_GAP = 0.25  # two modes: the slow mode this much slower (log), a run in it with probability 1/3
+TRUE_RATIO = 0.95
+SEED = 20261206
+
+
+@dataclass
+class Row:
+    procedure: str
+    scenario: str
+    datasets: int
+    coverage: float  # share of data sets whose interval covered the truth (A/A: the no-change truth)
+    nominal: float
+    point_inside: float  # share of data sets whose printed point lies inside its interval
+    no_interval: int  # data sets too small for an interval at the confidence (counted as not covering)
+    false_fail: float | None = None  # A/A at threshold 1: the gate's FAIL share (at most (1 - nominal) / 2)
+
+    @property
+    def tolerance(self) -> float:
+        """The simulation's own error: 2.33 binomial standard errors (one-sided 99%)."""
+        return 2.33 * math.sqrt(self.nominal * (1 - self.nominal) / self.datasets)
+
+    @property
+    def fail_limit(self) -> float:
+        """A/A: the FAIL share allowed, (1 - nominal) / 2, plus the simulation's error at that rate."""
+        rate = (1 - self.nominal) / 2
+        return rate + 2.33 * math.sqrt(rate * (1 - rate) / self.datasets)
+
+    @property
+    def holds(self) -> bool:
+        return self.coverage >= self.nominal - self.tolerance and self.point_inside == 1.0 and (
+            self.false_fail is None or self.false_fail <= self.fail_limit)
+
+
+def _noise(rng, n: int, spread: float, modes: bool) -> np.ndarray:
+    e = rng.normal(0, spread, n)
+    return e - MODES_GAP * (rng.random(n) < 1 / 3) if modes else e
+
+
+def _count(name: str, scenario: str, draws, nominal: float) -> Row:
+    """``draws``: (lower, upper, point, truth) per data set."""
+    covered = inside = missing = 0
+    n = 0
+    for lower, upper, point, truth in draws:
+        n += 1
+        if lower is None:
+            missing += 1
+            continue
+        covered += lower <= truth <= upper
+        inside += lower <= point <= upper
+    return Row(name, scenario, n, covered / n, nominal, inside / max(n - missing, 1), missing)
+
+
+# --- rank intervals --------------------------------------------------------------------------------
+
+def rank_sum(rng, datasets: int, confidence: float, runs: int = 7, noisy: bool = False, modes: bool = False):
+    """Independent runs, one batch (solo): the Mann-Whitney inversion of the ratio."""
+    for _ in range(datasets):
+        b = np.exp(_noise(rng, runs, NOISE, modes))
+        c = TRUE_RATIO * np.exp(_noise(rng, runs, NOISE * (NOISY if noisy else 1), modes))
+        iv = intervals.ratio_interval(b, c, confidence)
+        yield iv.lower, iv.upper, iv.estimate, TRUE_RATIO
+
+
+def van_elteren(rng, datasets: int, confidence: float, batches: int = 3, runs: int = 3, modes: bool = False):
+    """Several batches, each with a shift both sides share: the stratified inversion."""
+    for _ in range(datasets):
+        strata = []
+        for _ in range(batches):
+            shift = rng.normal(0, BATCH)
+            strata.append((np.exp(shift + _noise(rng, runs, NOISE, modes)),
+                           TRUE_RATIO * np.exp(shift + _noise(rng, runs, NOISE, modes))))
+        iv = intervals.ratio_interval(np.array([]), np.array([]), confidence, strata)
+        yield iv.lower, iv.upper, iv.estimate, TRUE_RATIO
+
+
+def signed_rank(rng, datasets: int, confidence: float, pairs: int = 9, slot: float = SLOT, cpu: float = 0.0,
+                first: float = 0.0, modes: bool = False):
+    """Pairs: each pair's slot shared by its two runs (``slot``); ``cpu``: the pace of the CPU a side
+    had (two-CPU pairs, CPUs swapped every pair); ``first``: what going first in a pair in turns is
+    worth, the order drawn at random."""
+    for _ in range(datasets):
+        blocks_ = []
+        for k in range(pairs):
+            shared = rng.normal(0, slot)
+            pace = cpu * (1 if k % 2 else -1)
+            order = first * (1 if rng.random() < 0.5 else -1)
+            blocks_.append(([math.exp(shared + pace + order + _noise(rng, 1, NOISE, modes)[0])],
+                            [TRUE_RATIO * math.exp(shared - pace - order + _noise(rng, 1, NOISE, modes)[0])]))
+        iv = intervals.ratio_interval(np.array([]), np.array([]), confidence, blocks_)
+        yield iv.lower, iv.upper, iv.estimate, TRUE_RATIO
+
+
+def paired_difference(rng, datasets: int, confidence: float, pairs: int = 9):
+    """The ledger's and the attribution's change in ms of a phase, runs in pairs (Hodges-Lehmann of the
+    paired differences); a phase of 2 ms that loses 0.3 ms, the slot multiplying both runs."""
+    for _ in range(datasets):
+        slots = np.exp(rng.normal(0, SLOT, pairs))
+        b = 2.0 * slots * np.exp(rng.normal(0, NOISE, pairs))
+        c = 1.7 * slots * np.exp(rng.normal(0, NOISE, pairs))
+        iv = intervals.difference_interval(b, c, confidence, [([x], [y]) for x, y in zip(b, c)])
+        yield iv.lower, iv.upper, iv.estimate, -0.3 * float(np.mean(slots))
+
+
+# --- the intra-block fit ---------------------------------------------------------------------------
+
+def _round_robin_rows(rng, levels: dict[str, float], rounds: int, spread: dict[str, float], cpu: float,
+                      modes: bool) -> list[tuple]:
+    docs = [{"label": s, "sha": s, "role": "baseline" if k == 0 else "candidate"} for k, s in enumerate(levels)]
+    rows = []
+    for r in range(rounds):
+        for p, (x, y) in enumerate(design.pairs_of_round(docs, None, "round-robin", r)):
+            shared = rng.normal(0, SLOT)
+            for side, cpu_index in ((x["label"], r % 2), (y["label"], 1 - r % 2)):
+                value = levels[side] + shared + cpu * cpu_index + _noise(rng, 1, spread[side], modes)[0]
+                rows.append((side, f"r{r}p{p}", math.exp(value), cpu_index if cpu else None))
+    return rows
+
+
+def intra_block(rng, datasets: int, confidence: float, sides: int = 5, rounds: int = 4, cpu: float = 0.0,
+                noisy: bool = False, modes: bool = False, aa: bool = False):
+    """Round-robin pairs through the fit; ``noisy``: the compared candidate NOISY times noisier."""
+    names = [f"s{k}" for k in range(sides)]
+    levels = {s: (0.0 if aa or k != 1 else math.log(TRUE_RATIO)) for k, s in enumerate(names)}
+    spread = {s: NOISE * (NOISY if noisy and k == 1 else 1) for k, s in enumerate(names)}
+    for _ in range(datasets):
+        f = blocks.fit(_round_robin_rows(rng, levels, rounds, spread, cpu, modes))
+        ct = blocks.contrast(f, "s0", "s1", confidence) if f else None
+        truth = 1.0 if aa else TRUE_RATIO
+        yield (None, None, None, truth) if ct is None else (ct.lower, ct.upper, ct.estimate, truth)
+
+
+def additivity(rng, datasets: int, confidence: float, rounds: int = 4):
+    """Round-robin pairs of a reference, two single optimizations and their combination whose gains
+    add up in ratio (so in ms they interact by the product term): the interaction through the fit."""
+    gains = {"ref": 0.0, "a": math.log(0.9), "b": math.log(0.8), "ab": math.log(0.9 * 0.8)}
+    base = 10.0
+    truth = base * ((0.72 - 1) - (0.9 - 1) - (0.8 - 1))
+    for _ in range(datasets):
+        f = blocks.fit(_round_robin_rows(rng, gains, rounds, dict.fromkeys(gains, NOISE), 0.0, False))
+        found = blocks.interaction(f, "ref", "ab", ["a", "b"], base, confidence) if f else None
+        yield (None, None, None, truth) if found is None else (found.lower, found.upper, found.estimate, truth)
+
+
+# --- the bootstrap of shares -----------------------------------------------------------------------
+
+def shares(rng, datasets: int, confidence: float, pairs: int = 9):
+    """Three parts of a change, runs in pairs sharing their slot (the attribution's shares): the first
+    part's share of a change of -1.0 ms is 0.6."""
+    means = np.array([2.0, 3.0, 1.0])
+    change = np.array([-0.6, -0.3, -0.1])
+    for _ in range(datasets):
+        slots = np.exp(rng.normal(0, SLOT, (pairs, 1)))
+        b = means * slots * np.exp(rng.normal(0, NOISE, (pairs, 3)))
+        c = (means + change) * slots * np.exp(rng.normal(0, NOISE, (pairs, 3)))
+
+        def share(drawn):
+            delta = np.mean(drawn[1] - drawn[0], axis=1)
+            return delta / delta.sum(axis=1, keepdims=True)
+        point, lower, upper = intervals.bootstrap_pairs(b, c, share, confidence, resamples=1000,
+                                                        seed=int(rng.integers(1 << 30)))[0]
+        truth = float((change[0] * slots.mean()) / (change * slots.mean()).sum())
+        yield lower, upper, point, truth
+
+
+# --- a family's marks ------------------------------------------------------------------------------
+
+def marks_fdp(rng, datasets: int, confidence: float, changes: int = 30, real: int = 6, pairs: int = 9) -> float:
+    """A family of ``changes`` parts, ``real`` of which move by 10%: the mean false discovery
+    proportion of the selection (the share of selected changes that did not move)."""
+    proportions = []
+    for _ in range(datasets):
+        p = []
+        for k in range(changes):
+            slots = rng.normal(0, SLOT, pairs)
+            b = np.exp(slots + rng.normal(0, NOISE, pairs))
+            c = np.exp(slots + (math.log(0.9) if k < real else 0.0) + rng.normal(0, NOISE, pairs))
+            p.append(intervals.change_p([([x], [y]) for x, y in zip(b, c)]))
+        selected = intervals.family_marks(p, confidence).selected
+        chosen = sum(selected)
+        proportions.append(sum(selected[real:]) / chosen if chosen else 0.0)
+    return float(np.mean(proportions))
+
+
+def false_fail(rows) -> float:
+    """Of A/A draws (truth 1): the share whose interval lies wholly below 1 (a FAIL at threshold 1)."""
+    rows = [r for r in rows if r[0] is not None]
+    return sum(upper < 1.0 for _, upper, _, _ in rows) / max(len(rows), 1)
+
+
+SCENARIOS = {
+    # procedure, scenario -> the draws (given rng, data sets, confidence)
+    ("rank-sum", "solo batch"): lambda rng, n, c: rank_sum(rng, n, c),
+    ("rank-sum", "one noisy side"): lambda rng, n, c: rank_sum(rng, n, c, noisy=True),
+    ("rank-sum", "two modes"): lambda rng, n, c: rank_sum(rng, n, c, modes=True),
+    ("van Elteren strata", "3 batches, shared shifts"): lambda rng, n, c: van_elteren(rng, n, c),
+    ("van Elteren strata", "two modes"): lambda rng, n, c: van_elteren(rng, n, c, modes=True),
+    ("signed-rank", "two-CPU pairs"): lambda rng, n, c: signed_rank(rng, n, c, slot=NOISE, cpu=0.03),
+    ("signed-rank", "pairs in turns"): lambda rng, n, c: signed_rank(rng, n, c),
+    ("signed-rank", "turns, who goes first worth 2%"): lambda rng, n, c: signed_rank(rng, n, c, first=0.02),
+    ("signed-rank", "turns, two modes"): lambda rng, n, c: signed_rank(rng, n, c, modes=True),
+    ("intra-block", "pairs in turns"): lambda rng, n, c: intra_block(rng, n, c),
+    ("intra-block", "one noisy side"): lambda rng, n, c: intra_block(rng, n, c, noisy=True),
+    ("intra-block", "two modes"): lambda rng, n, c: intra_block(rng, n, c, modes=True),
+    ("intra-block with CPU term", "two-CPU pairs, CPU 1 3% faster"): lambda rng, n, c: intra_block(rng, n, c, cpu=0.03),
+    ("intra-block with CPU term", "one noisy side"): lambda rng, n, c: intra_block(rng, n, c, cpu=0.03, noisy=True),
+    ("ledger's change in ms", "pairs in turns"): lambda rng, n, c: paired_difference(rng, n, c),
+    ("additivity (intra-block interaction)", "pairs in turns"): lambda rng, n, c: additivity(rng, n, c),
+    ("share bootstrap", "pairs in turns"): lambda rng, n, c: shares(rng, n, c),
+}
+AA = {
+    ("rank-sum", "A/A solo"): lambda rng, n, c: rank_sum_aa(rng, n, c),
+    ("signed-rank", "A/A in turns"): lambda rng, n, c: signed_rank_aa(rng, n, c),
+    ("intra-block", "A/A round-robin"): lambda rng, n, c: intra_block(rng, n, c, aa=True),
+}
+
+
+def rank_sum_aa(rng, datasets: int, confidence: float, runs: int = 7):
+    for b, c in ((np.exp(rng.normal(0, NOISE, runs)), np.exp(rng.normal(0, NOISE, runs))) for _ in range(datasets)):
+        iv = intervals.ratio_interval(b, c, confidence)
+        yield iv.lower, iv.upper, iv.estimate, 1.0
+
+
+def signed_rank_aa(rng, datasets: int, confidence: float, pairs: int = 9):
+    for _ in range(datasets):
+        slots = rng.normal(0, SLOT, pairs)
+        pairs_ = [([math.exp(s + rng.normal(0, NOISE))], [math.exp(s + rng.normal(0, NOISE))]) for s in slots]
+        iv = intervals.ratio_interval(np.array([]), np.array([]), confidence, pairs_)
+        yield iv.lower, iv.upper, iv.estimate, 1.0
+
+
+def study(datasets: int = 300, confidence: float = 0.90, seed: int = SEED, only=None) -> list[Row]:
+    """Every procedure x scenario (``only``: a subset of their keys), each on its own seeded stream."""
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fits of generated data warn of the blocks' expected rank
+        for k, (key, draw) in enumerate({**SCENARIOS, **AA}.items()):
+            if only is not None and key not in only:
+                continue
+            draws = list(draw(np.random.default_rng([seed, k]), datasets, confidence))
+            row = _count(*key, draws, confidence)
+            if key in AA:
+                row.false_fail = false_fail(draws)
+            rows.append(row)
+    return rows
+
+
+def markdown(rows: list[Row], fdp: float, fdp_q: float, fdp_datasets: int) -> str:
+    lines = ["| procedure | scenario | data sets | coverage | nominal | within error | point inside | A/A false FAIL |",
+             "|---|---|---:|---:|---:|---|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r.procedure} | {r.scenario} | {r.datasets} | {r.coverage:.3f} | {r.nominal:.2f} | "
+                     f"{'yes' if r.holds else 'NO'} (-{r.tolerance:.3f}) | {r.point_inside:.0%} | "
+                     + (f"{r.false_fail:.3f} ({(1 - r.nominal) / 2:.2f} + error: at most {r.fail_limit:.3f})"
+                        if r.false_fail is not None else "")
+                     + " |")
+    lines.append(f"| marks (Benjamini-Yekutieli) | 30 changes, 6 real | {fdp_datasets} | mean false discovery "
+                 f"proportion {fdp:.3f} | q = {fdp_q:.2f} | {'yes' if fdp <= fdp_q else 'NO'} | | |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,164 @@
+"""The calibration study in CI: every interval procedure covers its truth at least as often as it
+claims (within the simulation's own error), prints a point inside its interval, fails an A/A gate at
+most as often as its level allows, and a family's marks hold their false discovery rate
+(mbaphases.stats.calibration; the same study writes docs/statistics.md's table)."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import entry_docs as E
+import numpy as np
+import pandas as pd
+import pytest
+
+from mbaphases import cli
+from mbaphases.stats import blocks, calibration
+
+ROOT = Path(__file__).resolve().parents[2]
+DATASETS = 300
+# the one known shortfall, stated in docs/statistics.md: with 4 runs a side a side's own variance is
+# too poorly known to widen its intervals fully (the pooled fit covered 0.74 there)
+KNOWN_SHORT = {("intra-block", "one noisy side"): 0.83, ("intra-block with CPU term", "one noisy side"): 0.83}
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return calibration.study(DATASETS)
+
+
+def test_every_procedure_covers_as_it_claims(rows):
+    assert len(rows) == len(calibration.SCENARIOS) + len(calibration.AA)
+    for r in rows:
+        assert r.datasets == DATASETS and r.no_interval == 0, r
+        assert r.point_inside == 1.0, r
+        floor = KNOWN_SHORT.get((r.procedure, r.scenario))
+        if floor is None:
+            assert r.holds, r
+        else:
+            assert r.coverage >= floor, r
+
+
+def test_aa_comparisons_fail_at_most_as_often_as_the_level_allows(rows):
+    aa = [r for r in rows if r.false_fail is not None]
+    assert len(aa) == len(calibration.AA)
+    for r in aa:
+        assert r.false_fail <= r.fail_limit, r
+
+
+def test_the_noisy_side_widens_the_fits_intervals():
+    """The same generated batches with one side 4 times noisier: the fit with each side's own variance
+    (where above the pool's) covers more often than one variance pooled over every side would."""
+    rng = np.random.default_rng(5)
+    own = pooled = 0
+    trials = 150
+    for lower, upper, _, truth, f in _noisy_fits(rng, trials):
+        own += lower <= truth <= upper
+        w = blocks.side_weights(f, {"s1": 1.0, "s0": -1.0})
+        test = f.result.t_test(w)
+        lo, hi = (float(np.exp(x)) for x in np.ravel(test.conf_int(alpha=0.10)))
+        pooled += lo <= truth <= hi
+    assert own > pooled + 0.05 * trials, (own, pooled)
+
+
+def _noisy_fits(rng, trials):
+    names = [f"s{k}" for k in range(5)]
+    levels = {s: (math.log(calibration.TRUE_RATIO) if s == "s1" else 0.0) for s in names}
+    spread = {s: calibration.NOISE * (calibration.NOISY if s == "s1" else 1) for s in names}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(trials):
+            f = blocks.fit(calibration._round_robin_rows(rng, levels, 4, spread, 0.0, False))
+            ct = blocks.contrast(f, "s0", "s1", 0.90)
+            yield ct.lower, ct.upper, ct.estimate, calibration.TRUE_RATIO, f
+
+
+def test_marks_hold_their_false_discovery_rate():
+    fdp = calibration.marks_fdp(np.random.default_rng(calibration.SEED), 100, 0.90)
+    assert fdp <= 0.10
+
+
+def test_the_script_writes_a_table_that_parses(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "calibration.py"), "--datasets", "50", "--stdout"],
+                         capture_output=True, text=True, check=True).stdout
+    lines = [line for line in out.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header[:4] == ["procedure", "scenario", "data sets", "coverage"]
+    body = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    assert len(body) == len(calibration.SCENARIOS) + len(calibration.AA) + 1
+    assert all(len(row) == len(header) for row in body)
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "calibration.py"), "--datasets", "5"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stderr.startswith("error: --datasets 5")
+
+
+def estimates_outside(report_dir: Path) -> list[str]:
+    """Every (point, lower, upper) a report prints, in its JSON and CSV files: those whose point lies
+    outside its interval."""
+    found = []
+
+    def check(where, point, lower, upper):
+        if any(x is None or x != x for x in (point, lower, upper)):
+            return
+        if not lower - 1e-9 <= point <= upper + 1e-9:
+            found.append(f"{where}: {point} [{lower}, {upper}]")
+    for path in sorted(report_dir.rglob("summary.json")):
+        for case in json.loads(path.read_text()).get("cases", []):
+            g = case["gate_detail"]
+            check(f"{path} {case['case']} gate", g["estimate"], g["lower"], g["upper"])
+            if g.get("unpaired"):
+                check(f"{path} {case['case']} unpaired", *(g["unpaired"][k] for k in ("estimate", "lower", "upper")))
+            for part, a in case["attribution"].items():
+                check(f"{path} {case['case']} {part}", a["delta_ms"], a["lower_ms"], a["upper_ms"])
+                if "share" in a:
+                    check(f"{path} {case['case']} {part} share", a["share"], a["share_lower"], a["share_upper"])
+    for name, keys in (("ledger.csv", ("delta_sum", "physics", "update_state", "reset_done", "other")),
+                       ("additivity.csv", ("interaction",))):
+        for path in sorted(report_dir.rglob(name)):
+            table = pd.read_csv(path)
+            for _, row in table.iterrows():
+                for k in keys:
+                    if f"{k}_lower_ms" in table:
+                        check(f"{path} {row.get('candidate', row.get('combined'))} {row.case} {k}",
+                              row[f"{k}_ms"], row[f"{k}_lower_ms"], row[f"{k}_upper_ms"])
+    return found
+
+
+def paired_raw_runs(tmp_path: Path, seed: int, pairs: int = 7) -> tuple[list[str], list[str]]:
+    """Two sides' raw runs in ``pairs`` duet pairs, each pair's slot x0.7 to x1.3 on both runs (a
+    shared effect far larger than the 1% within a pair); the candidate 0.4 ms slower in physics."""
+    rng = np.random.default_rng(seed)
+    base = dict(env_step=9.0, physics=6.0, step_core=6.5, update_state=1.5, reset_done=0.5, replay=0.6,
+                bookkeeping=0.4)
+    cand = {**base, "physics": 6.4, "step_core": 6.9, "env_step": 9.4}
+    paths = {"b": [], "c": []}
+    for k in range(pairs):
+        slot = rng.uniform(0.7, 1.3)
+        for name, phases in (("b", base), ("c", cand)):
+            pace = slot * np.exp(rng.normal(0, 0.01))
+            doc = E.doc([E.case_result(CASE, **{p: v * pace for p, v in phases.items()})])
+            stem = tmp_path / f"{name}_{k}"
+            paths[name].append(E.write(Path(f"{stem}.json"), doc))
+            Path(f"{stem}.meta.json").write_text(json.dumps({"batch": "B", "duet": {"pair": f"B/p{k}"}}))
+    return paths["b"], paths["c"]
+
+
+CASE = "sac/g1_walk_flat/mujoco"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_printed_estimate_lies_inside_its_interval(tmp_path, seed):
+    """Seven pairs whose shared slot is larger than the noise within a pair (where the difference of
+    medians fell outside the signed-rank interval in about a third of the data sets): the gate, the
+    attribution of every part and the shares in the report's JSON agree with their intervals, and
+    the shares have a width."""
+    b, c = paired_raw_runs(tmp_path, seed)
+    out = tmp_path / "report"
+    assert cli.main(["report", "--out", str(out), "--baseline-raw", *b, "--candidate-raw", *c, "--quiet"]) in (0, 1)
+    assert estimates_outside(out) == []
+    physics = json.loads((out / "summary.json").read_text())["cases"][0]["attribution"]["physics"]
+    assert physics["share_upper"] > physics["share_lower"]
