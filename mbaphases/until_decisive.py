@@ -141,21 +141,27 @@ def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, unti
 
 
 def stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[float, list[str]]:
-    """Runs added until decisive looked at the data repeatedly: the report decides at the
-    confidence per planned look those batches used, and says how many looks were taken."""
+    """Runs added until decisive looked at the data repeatedly: the report decides at the nominal
+    error split over every planned look of every such batch it pools (two batches of 2 looks each
+    are 4 looks: deciding each at its own batch's split would spend the error once per batch), and
+    says how many looks were taken."""
     batches = {bt for s in sides for bt in s.batches.values()}
-    notes = []
+    notes, looks, nominal = [], 0, confidence
     for path in records:
         rec = load.read_json_file(Path(path))
         until = rec.get("until_decisive")
         if rec.get("batch") in batches and until:
-            confidence = max(confidence, float(until["confidence"]))
+            looks += int(until["planned_looks"])
+            nominal = min(nominal, float(until["nominal_confidence"]))
             notes.append(f"batch {rec['batch']} added runs until decisive: {rec.get('looks', 0)} look(s) taken of "
-                         f"{until['planned_looks']} planned; each look at {until['confidence']:.4f} confidence "
-                         f"(the {until['nominal_confidence']:.0%} error split over the planned looks)")
+                         f"{until['planned_looks']} planned")
         stop = rec.get("deadline") or {}
         if rec.get("batch") in batches and stop.get("not_started"):
             notes.append(f"batch {rec['batch']} stopped at its deadline: {stop['not_started']} planned pairs or rounds "
                          "never started; the verdicts are the completed runs', an open case says about how many "
                          "runs would decide it (`mbaphases run --resume` goes on with the batch)")
+    if looks:
+        confidence = max(confidence, rules.split_confidence(nominal, looks))
+        notes.append(f"every verdict at {confidence:.4f} confidence: the {nominal:.0%} error split over the "
+                     f"{looks} planned look(s) of the report's until-decisive batches")
     return confidence, notes

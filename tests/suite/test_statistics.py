@@ -5,6 +5,7 @@ import json
 import math
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import entry_docs as E
 import numpy as np
@@ -699,3 +700,20 @@ def test_additivity_of_round_robin_sides_is_a_contrast_of_the_pairs_fit(tmp_path
     assert add.additivity == "adds up", add.to_dict()
     blind = ledger.additivity_table(sides["dev"], others, {"both": ["a", "b"]}, [CASE], 0.90).iloc[0]
     assert blind.method.startswith("stratified percentile bootstrap") and blind.additivity == "undetermined"
+
+
+def test_looks_are_counted_over_every_pooled_batch(tmp_path):
+    """Two until-decisive batches of 2 planned looks each at a nominal 90%: the report decides at
+    1 - 0.10 / 4 (each batch's own split, 95%, would spend the error twice); one batch alone at 95%."""
+    records = []
+    for name in ("B1", "B2"):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"batch": name, "looks": 2, "until_decisive": {
+            "planned_looks": 2, "confidence": 0.95, "nominal_confidence": 0.90}}))
+        records.append(str(path))
+    both = [SimpleNamespace(batches={"r1": "B1", "r2": "B2"})]
+    confidence, notes = until_decisive.stopping(records, both, 0.90)
+    assert confidence == pytest.approx(0.975) and "4 planned look(s)" in notes[-1]
+    one = [SimpleNamespace(batches={"r1": "B1"})]
+    assert until_decisive.stopping(records, one, 0.90)[0] == pytest.approx(0.95)
+    assert until_decisive.stopping(records, [SimpleNamespace(batches={})], 0.90) == (0.90, [])
