@@ -87,9 +87,10 @@ def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int 
           duet: comparable.DuetBatch | None = None) -> Report:
     """``duet``: every side of the comparison's batches (the baseline and all candidates) with the
     fit of their duet pairs, through which round-robin sides are gated."""
+    (b, b_note), (c, c_note) = comparable.current_protocol(b), comparable.current_protocol(c)
     # only the batches both sides ran in are compared (mbaphases.comparable)
     b, c, batch_notes = comparable.pair(b, c)
-    notes = list(notes or []) + batch_notes
+    notes = list(notes or []) + [n for n in (b_note, c_note) if n] + batch_notes
     packages = package_differences(b, c)
     if packages:
         notes.append(packages)

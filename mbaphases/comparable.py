@@ -163,15 +163,27 @@ def strata_text(b: Side, c: Side, blocks: list) -> str:
     return " + ".join(parts)
 
 
-def turns_caveat(b: Side, c: Side) -> str:
-    """What an interval from pairs that shared a CPU in turns under the first protocol leaves out:
-    the side that ended its loop first went on (its summary, its next case) inside its partner's
-    timed steps, so the slower side of each pair read slow (measured on the demo: docs/noise.md)."""
-    n = len(b.turns_without_end_wait) + len(c.turns_without_end_wait)
-    if not n:
-        return ""
-    return (f"; {n} of these runs took turns on one CPU before a side waited for its partner's loop to end: the "
-            "slower side of each such pair read slow, a bias this interval leaves out (docs/noise.md)")
+def current_protocol(side: Side) -> tuple[Side, str | None]:
+    """The side without its runs that took turns under the first protocol, where the side that ended
+    its loop first went on (its summary, its next case) inside its partner's timed steps, so the
+    slower side of each pair read slow (measured on the demo: docs/noise.md): a bias no bound covers,
+    so those runs decide nothing. Returns the side and a note naming what was left out (or None)."""
+    if not side.turns_without_end_wait:
+        return side, None
+    left = sorted(side.turns_without_end_wait)
+    return (side.restrict([r for r in side.runs() if r not in side.turns_without_end_wait]),
+            f"{side.label}: {len(left)} run(s) left out of every verdict: they took turns before a side waited for "
+            "its partner's loop to end (the slower side of each such pair read slow; docs/noise.md)")
+
+
+def turns_class(b: Side, c: Side, runs_b, runs_c) -> tuple[str | None, str | None, int | None] | None:
+    """Where every run given of both sides took turns with its partner: (the profile's name, the CPU
+    model, the CPUs a run had) that choose the turn-bias bound (mbaphases.turn_bias); None otherwise."""
+    runs_b, runs_c = list(runs_b), list(runs_c)
+    if not runs_b or not runs_c or not all(r in b.turns for r in runs_b) or not all(r in c.turns for r in runs_c):
+        return None
+    hw = _hw(b, runs_b[0])
+    return b.pins.get("name"), hw.get("cpu"), hw.get("run_cpus")
 
 
 # the fewest duet pairs worth their own strata: with 4, no 90% signed-rank interval is narrower
@@ -251,7 +263,7 @@ class DuetBatch:
     sides: list[Side]
 
     def __post_init__(self):
-        self.fits = block_fits(self.sides)
+        self.fits = block_fits([current_protocol(s)[0] for s in self.sides])
 
     def without_runs(self, kept: list[Side]) -> DuetBatch:
         """The same batch with the sides in ``kept`` (by revision) narrowed to their runs there."""

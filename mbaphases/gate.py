@@ -28,10 +28,11 @@ Mann-Whitney p-value on the scaled throughputs is added for information.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from mbaphases import comparable, inputs
+from mbaphases import comparable, inputs, turn_bias
 from mbaphases.errors import UsageError
 from mbaphases.side import Side
 from mbaphases.stats import blocks as blocks_mod
@@ -131,8 +132,7 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
                              f"block (intra-block least squares, t on {ct.df} df; a run's spread beyond its slot "
                              f"{ct.residual_sd:.1%}); unpaired view " + (f"[{solo.lower:.3f}, {solo.upper:.3f}]"
                                                                           if not missing(solo.lower) else
-                                                                          "no interval")
-                             + comparable.turns_caveat(b, c)))
+                                                                          "no interval")))
         else:
             row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, k=iv.k, coverage=iv.coverage,
                        smallest_detectable_change=iv.half_width, strata=iv.strata, method=iv.method,
@@ -148,11 +148,12 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
                     row["unpaired"] = {"lower": solo.lower, "upper": solo.upper, "estimate": solo.estimate}
                     row["note"] += (f"; unpaired view [{solo.lower:.3f}, {solo.upper:.3f}]"
                                     if not missing(solo.lower) else "; unpaired view: no interval")
-                row["note"] += comparable.turns_caveat(b, c)
                 row["p_value"] = (intervals.stratified_p_less(blocks, threshold)
                                   if min(len(xb), len(xc)) >= rules.RANK_TEST_MIN_RUNS else None)
             else:
                 row["p_value"] = rules.rank_test_p(xb, xc, threshold)
+        measured_iv = iv  # before any turn-bias widening: what more runs would narrow
+        iv, row = _turn_bias(iv, row, b, c, run_b, run_c)
         diff = misaligned(b, c, case)
         if diff or hardware_diff:
             row["gate"] = "MISALIGNED"
@@ -165,7 +166,10 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
         if iv.lower is None:
             row["note"] = f"{len(xb)} vs {len(xc)} runs cannot give a {confidence:.0%} interval"
         if status == "INCONCLUSIVE":
-            row["runs_needed"] = intervals.runs_needed(iv, threshold, confidence)
+            row["runs_needed"] = intervals.runs_needed(measured_iv, threshold, confidence, row.get("turn_bias") or 0.0)
+            if row.get("turn_bias") and row["runs_needed"] is None and iv.lower is not None:
+                row["note"] += ("; the estimate lies within the turn-bias bound of the threshold: no number of pairs "
+                                "in turns decides it (runs alone can)")
         exc = exceptions.get(case)
         if exc is not None:
             row["decision"] = exc.decision
@@ -184,6 +188,20 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
     for row in rows if caveat else []:
         row["note"] = ((row.get("note") or "") + caveat).removeprefix("; ")
     return rows
+
+
+def _turn_bias(iv: intervals.RatioInterval, row: dict, b: Side, c: Side, run_b, run_c):
+    """Pairs in turns: the interval widened by the turn-bias bound that applies (the estimate stays),
+    the note saying which; other designs as they are."""
+    where = comparable.turns_class(b, c, run_b, run_c)
+    found = turn_bias.applying(*where) if where and iv.lower is not None else None
+    if found is None:
+        return iv, row
+    lower, upper = turn_bias.widen(iv.lower, iv.upper, found[0].bound)
+    iv = dataclasses.replace(iv, lower=lower, upper=upper)
+    row.update(lower=lower, upper=upper, smallest_detectable_change=iv.half_width, turn_bias=found[0].bound,
+               note=((row.get("note") or "") + turn_bias.note(found)).removeprefix("; "))
+    return iv, row
 
 
 def verdict(rows: list[dict]) -> str:

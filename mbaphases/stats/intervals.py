@@ -285,11 +285,14 @@ def status(iv: RatioInterval, threshold: float) -> str:
     return "INCONCLUSIVE"
 
 
-def runs_needed(iv: RatioInterval, threshold: float, confidence: float, cap: int = 200) -> int | None:
+def runs_needed(iv: RatioInterval, threshold: float, confidence: float, bias: float = 0.0,
+                cap: int = 200) -> int | None:
     """Runs per side at which an interval of this spread would clear the threshold.
 
     The interval's width shrinks about as 1/sqrt(runs); the estimate stays where
-    it is. None when the estimate sits on the threshold (no number of runs decides)."""
+    it is; ``bias`` (log scale: a turn-bias bound the interval is widened by) does not
+    shrink. None when the estimate sits within the bias of the threshold (no number of
+    runs decides)."""
     if iv.lower is None:
         # the count whose smallest order statistic reaches the confidence: pairs by the signed-rank
         # statistic (2 / 2^n), independent runs by the rank-sum one
@@ -299,9 +302,9 @@ def runs_needed(iv: RatioInterval, threshold: float, confidence: float, cap: int
                                 else order_index(n, n, confidence)[0] is not None):
             n += 1
         return n
-    distance = abs(math.log(iv.estimate / threshold))
+    distance = abs(math.log(iv.estimate / threshold)) - bias
     half = math.log(iv.upper / iv.lower) / 2
-    if distance == 0:
+    if distance <= 0:
         return None
     n = max(iv.m, iv.n)
     return runs_to_decide(half, distance, n, cap)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mbaphases import analysis, cli, comparable, find, ledger, load, tables, until_decisive
+from mbaphases import analysis, cli, comparable, find, ledger, load, tables, turn_bias, until_decisive
 from mbaphases.run import design
 from mbaphases.stats import blocks, components, intervals, rules
 
@@ -233,17 +233,22 @@ def test_gate_decides_on_duet_pairs_and_shows_the_unpaired_view(tmp_path):
     g = analysis.build(b, c, threshold=0.90, min_runs=3).gate.iloc[0]
     assert "paired over 8 duet pairs" in g.note and "unpaired view" in g.note and "in turns" not in g.note
     assert g.gate == "PASS" and 0.93 < g.lower <= g.estimate <= g.upper < 0.97
-    # the same pairs in turns on one CPU: the same interval; runs of the first protocol (a side went
-    # on inside its partner's timed steps) carry the bias the interval leaves out, named in the note
+    # the same pairs in turns on one CPU: the same interval widened by the turn-bias bound (these runs
+    # name no profile: the largest bound on record, said in the note); runs of the first protocol (a
+    # side went on inside its partner's timed steps) decide nothing
     bt = load.load_raw_side("bt", duet_runs(tmp_path, "bt", base, pairs, share_cpu=True))
     ct = load.load_raw_side("ct", duet_runs(tmp_path, "ct", cand, pairs, share_cpu=True))
-    gt = analysis.build(bt, ct, threshold=0.90, min_runs=3).gate.iloc[0]
-    assert (gt.lower, gt.upper) == (g.lower, g.upper) and "(each pair's two sides in turns on one slot)" in gt.note
-    assert "before a side waited" not in gt.note
+    rep = analysis.build(bt, ct, threshold=0.90, min_runs=3)
+    gt = rep.gate.iloc[0]
+    bound = max(b.bound for b in turn_bias.bounds())
+    assert gt.lower == pytest.approx(g.lower * math.exp(-bound)) and gt.upper == pytest.approx(g.upper * math.exp(bound))
+    assert gt.estimate == g.estimate and gt.turn_bias == bound
+    assert "(each pair's two sides in turns on one slot)" in gt.note and "widened by the turn-bias bound" in gt.note
+    assert "the largest on record" in gt.note and "before a side waited" not in " ".join(rep.notes)
     bo = load.load_raw_side("bo", duet_runs(tmp_path, "bo", base, pairs, share_cpu=True, end_wait=False))
-    go = analysis.build(bo, ct, threshold=0.90, min_runs=3).gate.iloc[0]
-    assert (go.lower, go.upper) == (g.lower, g.upper)
-    assert "8 of these runs took turns on one CPU before a side waited for its partner's loop to end" in go.note
+    old = analysis.build(bo, ct, threshold=0.90, min_runs=3)
+    assert old.gate.iloc[0].gate == "MISSING"
+    assert any("bo: 8 run(s) left out of every verdict: they took turns before a side waited" in n for n in old.notes)
     assert math.log(g.unpaired["upper"] / g.unpaired["lower"]) > 4 * math.log(g.upper / g.lower)
     # the same runs with their pairs broken up across rounds give the unpaired view only
     shuffled = load.load_raw_side("c2", duet_runs(tmp_path, "c2", cand, pairs[1:] + pairs[:1]))
@@ -577,12 +582,14 @@ def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path):
         assert g.gate == want and abs(g.estimate / ratio - 1) < 0.02 and g.method.startswith("intra-block"), (name, g.to_dict())
         assert "duet pairs of every side" in g.note and "unpaired view" in g.note and "in turns" not in g.note
         assert math.log(g.unpaired["upper"] / g.unpaired["lower"]) > 3 * math.log(g.upper / g.lower)
-    # the same pairs in turns on one CPU under the first protocol: the note names the bias left out
-    turns = {s: load.load_raw_side(s, duet_runs(tmp_path, f"{s}-t", [v for v, _ in vs], [p for _, p in vs], True,
-                                                end_wait=False))
-             for s, vs in values.items()}
-    g = analysis.build(turns["base"], turns["c85"], 0.90, 3, duet=comparable.DuetBatch(list(turns.values()))).gate.iloc[0]
-    assert g.method.startswith("intra-block") and "before a side waited for its partner's loop to end" in g.note
+    # the same pairs in turns on one CPU: through the fit, widened by the turn-bias bound; under the
+    # first protocol the runs decide nothing
+    for end_wait, gate in ((True, "FAIL"), (False, "MISSING")):
+        turns = {s: load.load_raw_side(s, duet_runs(tmp_path, f"{s}-t{end_wait}", [v for v, _ in vs],
+                                                    [p for _, p in vs], True, end_wait=end_wait))
+                 for s, vs in values.items()}
+        g = analysis.build(turns["base"], turns["c85"], 0.90, 3, duet=comparable.DuetBatch(list(turns.values()))).gate.iloc[0]
+        assert g.gate == gate and (g.method or "").startswith("intra-block") == end_wait, g.to_dict()
     # a flagged run: the verdict without it is refitted through the pairs too (not the unpaired view)
     flagged = sides["c95"]
     flagged.run_flags = {flagged.runs()[0]: ["machine busy during the run"]}
@@ -717,3 +724,23 @@ def test_looks_are_counted_over_every_pooled_batch(tmp_path):
     one = [SimpleNamespace(batches={"r1": "B1"})]
     assert until_decisive.stopping(records, one, 0.90)[0] == pytest.approx(0.95)
     assert until_decisive.stopping(records, [SimpleNamespace(batches={})], 0.90) == (0.90, [])
+
+
+def test_the_turn_bias_bound_applies_by_profile_and_host_class(tmp_path):
+    """A bound measured for the runs' profile, CPU and CPU count applies as measured; another class
+    gets the largest on record (and the note says so); a bound the estimate lies within leaves no
+    number of runs that decides."""
+    data = tmp_path / "bounds.toml"
+    data.write_text('[[bound]]\nprofile = "demo"\ncpu = "AMD EPYC"\ncpus = 2\nbound = 0.01\nmeasured = "x"\n'
+                    '[[bound]]\nprofile = "demo"\ncpu = "AMD EPYC"\ncpus = 1\nbound = 0.03\nmeasured = "y"\n')
+    known = turn_bias.bounds(data)
+    assert turn_bias.applying("demo", "AMD EPYC", 2, known) == (known[0], True)
+    found = turn_bias.applying("formal", "Intel Xeon", 2, known)
+    assert found == (known[1], False) and "the largest on record" in turn_bias.note(found)
+    assert turn_bias.applying("demo", "AMD EPYC", 2, []) is None
+    lower, upper = turn_bias.widen(0.95, 0.97, 0.01)
+    assert lower == pytest.approx(0.95 / math.exp(0.01)) and upper == pytest.approx(0.97 * math.exp(0.01))
+    iv = intervals.RatioInterval(0.905, 0.915, 0.91, None, 0.9, 8, 8, 8, "signed-rank exact")
+    assert intervals.runs_needed(iv, 0.90, 0.90) is not None
+    assert intervals.runs_needed(iv, 0.90, 0.90, bias=0.02) is None  # 0.91 is within 2% of 0.90
+    assert turn_bias.bounds()  # the bounds shipped with the suite parse
