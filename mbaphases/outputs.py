@@ -78,7 +78,7 @@ def summary(rep: Report) -> dict:
             "gate_detail": {k: g.get(k) for k in ("threshold", "confidence", "lower", "upper", "estimate", "k",
                                                   "coverage", "strata", "method", "smallest_detectable_change",
                                                   "runs_needed", "p_value", "note", "decision",
-                                                  "flagged_runs", "without_flagged")}
+                                                  "flagged_runs", "without_flagged", "turn_bias")}
             | {"strata_text": g.get("strata_text") if isinstance(g.get("strata_text"), str) else None,
                # duet pairs: the same runs' interval as if unpaired, beside the paired one
                "unpaired": g.get("unpaired") if isinstance(g.get("unpaired"), dict) else None},

@@ -293,10 +293,15 @@ def decision_block(rep: Report) -> str:
         lines.append("Cases below the gate: " + "; ".join(f"`{r['case']}` {interval_text(r)}" for r in below) + ".")
     undecided = [r for r in g if r["gate"] == "INCONCLUSIVE"]
     for r in undecided:
-        more = f"about {int(r['runs_needed'])} runs per side" if r.get("runs_needed") else "more runs"
+        if not tables.missing(r.get("runs_needed")):
+            more = f"about {int(r['runs_needed'])} runs per side (`mbaphases run --until-decisive`)"
+        elif not tables.missing(r.get("turn_bias")):
+            more = "runs alone (`--design solo`): it lies within the turn-bias bound of the threshold"
+        else:
+            more = "more runs (`mbaphases run --until-decisive`)"
         lines.append(f"- `{r['case']}`: INCONCLUSIVE, {interval_text(r)} contains {r['threshold']:.2f}; smallest "
-                     f"detectable change {_num(r['smallest_detectable_change'], '{:.1%}')}. Suggested: {more} "
-                     "(`mbaphases run --until-decisive`), or an exception below.")
+                     f"detectable change {_num(r['smallest_detectable_change'], '{:.1%}')}. Suggested: {more}, or an "
+                     "exception below.")
     lines += _dispersion_lines(rep.dispersion)
     for r in g:
         if r["gate"] in ("MISSING", "MISALIGNED"):
@@ -359,7 +364,7 @@ def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:
 
     def verdict_text(r):
         v = r.get("additivity")
-        if v == "undetermined" and r.get("runs_needed"):
+        if v == "undetermined" and not tables.missing(r.get("runs_needed")):
             return f"undetermined (need about {int(r['runs_needed'])} runs per side)"
         return v if isinstance(v, str) else "n/a"
 

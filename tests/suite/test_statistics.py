@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mbaphases import analysis, cli, comparable, find, ledger, load, tables, turn_bias, until_decisive
+from mbaphases import analysis, cli, comparable, find, ledger, load, tables, turn_bias, until_decisive, views
 from mbaphases.run import design
 from mbaphases.stats import blocks, components, intervals, rules
 
@@ -744,3 +744,18 @@ def test_the_turn_bias_bound_applies_by_profile_and_host_class(tmp_path):
     assert intervals.runs_needed(iv, 0.90, 0.90) is not None
     assert intervals.runs_needed(iv, 0.90, 0.90, bias=0.02) is None  # 0.91 is within 2% of 0.90
     assert turn_bias.bounds()  # the bounds shipped with the suite parse
+
+
+def test_a_case_within_the_turn_bias_bound_of_the_threshold_asks_for_runs_alone(tmp_path):
+    """Pairs in turns 0.5% above the threshold, tightly: the interval widened by the bound contains the
+    threshold, and no number of pairs in turns would decide it; the report says to run alone (and
+    does not count runs it has none for)."""
+    host = [1.0, 0.8, 1.25, 0.9, 1.1, 0.85, 1.2, 0.95]
+    pairs = [f"B/r{k + 1}p1" for k in range(len(host))]
+    b = load.load_raw_side("b", duet_runs(tmp_path, "b", [1000 * h for h in host], pairs, share_cpu=True))
+    c = load.load_raw_side("c", duet_runs(tmp_path, "c", [905 * h * (1 + 0.001 * (-1) ** k) for k, h in enumerate(host)],
+                                          pairs, share_cpu=True))
+    rep = analysis.build(b, c, threshold=0.90, min_runs=3)
+    g = rep.gate.iloc[0]
+    assert g.gate == "INCONCLUSIVE" and g.runs_needed is None and "within the turn-bias bound" in g.note
+    assert "runs alone (`--design solo`)" in views.decision_block(rep)
