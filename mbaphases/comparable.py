@@ -281,4 +281,6 @@ def block_fits(sides: list[Side], metric: str = "throughput") -> dict[str, block
         for run, case, value in zip(v.run, v.case, v.value):
             rows.setdefault(case, []).append((side.revision, side.pairs[run], float(value), side.cpus.get(run)))
     fits = {case: blocks_mod.fit(r) for case, r in rows.items()}
-    return {case: f for case, f in fits.items() if f is not None}
+    fits = {case: f for case, f in fits.items() if f is not None}
+    blocks_mod.share_noisiness(fits)
+    return fits

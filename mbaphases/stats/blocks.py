@@ -24,11 +24,11 @@ it is noisier than the pool widens its contrasts (linear).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import statsmodels.formula.api as smf
+import statsmodels.api as sm
 from scipy import stats
 
 # fewer residual degrees of freedom make t's quantile, and so the interval, too wide to help
@@ -44,6 +44,10 @@ class Fit:
     pairs: int
     df: int
     components: dict[str, int]  # side -> its connected component (sides compared only within one)
+    # side -> its variance over the pooled one (at least 1): this case's own estimate, or, once
+    # share_noisiness has run over a batch's cases, their mean
+    noisiness: dict[str, float] = field(default_factory=dict)
+    own: dict[str, float] = field(default_factory=dict)  # this case's own variance over the pooled (own_ratios)
 
     @property
     def residual_sd(self) -> float:
@@ -78,11 +82,26 @@ def fit(rows: list[tuple]) -> Fit | None:
     # one CPU carry it in their block already
     cpus = frame.cpu.notna().all() and frame.groupby("pair").cpu.nunique().max() > 1
     frame["cpu"] = frame.cpu.astype(str)
-    result = smf.ols("y ~ C(side) + C(pair)" + (" + C(cpu)" if cpus else ""), data=frame).fit()
+    result = sm.OLS(frame.y.to_numpy(), _design(frame, ["side", "pair", *(["cpu"] if cpus else [])])).fit()
     df = int(round(result.df_resid))
     if df < MIN_DF or not result.scale > 0:
         return None
-    return Fit(result, sides, frame.side.to_numpy(), int(frame.pair.nunique()), df, _components(frame))
+    made = Fit(result, sides, frame.side.to_numpy(), int(frame.pair.nunique()), df, _components(frame))
+    made.own = own_ratios(made)
+    made.noisiness = {side: max(1.0, ratio) for side, ratio in made.own.items()}
+    return made
+
+
+def _design(frame: pd.DataFrame, factors: list[str]) -> pd.DataFrame:
+    """The treatment-coded design of ``y ~ C(side) + C(pair) [+ C(cpu)]`` as its formula would make
+    it (an intercept, each factor's levels past its first, columns named ``C(f)[T.level]``), built
+    directly: the formula parser cost more than the fit."""
+    columns = {"Intercept": np.ones(len(frame))}
+    for factor in factors:
+        levels = sorted(frame[factor].astype(str).unique())
+        for level in levels[1:]:
+            columns[f"C({factor})[T.{level}]"] = (frame[factor].astype(str) == level).to_numpy(dtype=float)
+    return pd.DataFrame(columns, index=frame.index)
 
 
 def _components(frame: pd.DataFrame) -> dict[str, int]:
@@ -119,28 +138,44 @@ class Linear:
     df: float
 
 
-def linear(f: Fit, coefficients: dict[str, float]) -> Linear:
-    """sum_s coefficient_s x side_s with its standard error: the least-squares estimate L y
-    (L = w' pinv(X)), whose variance is sum_i L_i^2 sigma^2_side(i), each side's variance its own
-    estimate where that is above the pooled one, else the pooled one, on the fit's residual df.
-
-    A side's own estimate: the residuals r = M y (M = I - X pinv(X)) have
-    E[sum_{i in s} r_i^2] = sum_t A_st sigma^2_t, A_st = sum_{i in s, j in t} M_ij^2 (a pair's two
-    residuals share their block), solved for the sigma^2 (a pseudo-inverse: in a star of pairs only
-    each candidate's sum with the reference is known, which is all its contrast needs). With 4 runs a
-    side that estimate has about one degree of freedom, too few for Welch's t alone (its intervals
-    then span most of the plot); never below the pooled variance, it widens a noisy side's contrasts
-    (coverage with one side 4 times noisier: 0.87 at 90%, the pooled fit's 0.74;
-    mbaphases.stats.calibration) and costs the others nothing."""
-    X = np.asarray(f.result.model.exog, dtype=float)
-    y = np.asarray(f.result.model.endog, dtype=float)
-    pinv = np.linalg.pinv(X)
-    L = side_weights(f, coefficients) @ pinv
-    M = np.eye(len(y)) - X @ pinv
+def own_ratios(f: Fit) -> dict[str, float]:
+    """Each side's own variance over the pooled one, unbiased: the residuals r = M y
+    (M = I - X pinv(X)) have E[sum_{i in s} r_i^2] = sum_t A_st sigma^2_t,
+    A_st = sum_{i in s, j in t} M_ij^2 (a pair's two residuals share their block), solved for the
+    sigma^2 (a pseudo-inverse: in a star of pairs only each candidate's sum with the reference is
+    known, which is all its contrast needs)."""
+    X, y = np.asarray(f.result.model.exog, dtype=float), np.asarray(f.result.model.endog, dtype=float)
+    M = np.eye(len(y)) - X @ np.linalg.pinv(X)
     member = np.array([[s == t for t in f.row_sides] for s in f.sides], dtype=float)  # sides x rows
     own = np.linalg.pinv(member @ (M ** 2) @ member.T) @ (member @ (M @ y) ** 2)
-    variance = float((member @ (L ** 2)) @ np.maximum(own, float(f.result.scale)))
-    return Linear(float(L @ y), math.sqrt(variance), float(f.df))
+    return {side: float(v) / float(f.result.scale) for side, v in zip(f.sides, own)}
+
+
+def share_noisiness(fits: dict[str, Fit]) -> None:
+    """In place: every fit of a batch's cases takes each side's noisiness as its mean over the cases
+    (at least 1). With 4 runs a side one case's own estimate has about one degree of freedom, too
+    noisy to act on (taken as it is, it widened every side's intervals by a median 28% on the main
+    job); a side noisier than the rest is noisier in most of its cases, which the mean sees with the
+    cases' degrees of freedom together."""
+    ratios: dict[str, list[float]] = {}
+    for f in fits.values():
+        for side, ratio in f.own.items():
+            ratios.setdefault(side, []).append(ratio)
+    for f in fits.values():
+        f.noisiness = {side: max(1.0, float(np.mean(ratios[side]))) for side in f.sides}
+
+
+def linear(f: Fit, coefficients: dict[str, float]) -> Linear:
+    """sum_s coefficient_s x side_s with its standard error: the least-squares estimate L y
+    (L = w' pinv(X)), whose variance is sum_i L_i^2 sigma^2_side(i), each side's variance the pooled
+    one times its noisiness (Fit.noisiness, never below 1), on the fit's residual df: a side noisier
+    than the pool widens its own contrasts (coverage with one side 4 times noisier in a batch of 4
+    cases: mbaphases.stats.calibration; the pooled fit covered 0.74 at 90%)."""
+    X = np.asarray(f.result.model.exog, dtype=float)
+    y = np.asarray(f.result.model.endog, dtype=float)
+    L = side_weights(f, coefficients) @ np.linalg.pinv(X)
+    scale = np.array([f.noisiness.get(side, 1.0) for side in f.row_sides]) * float(f.result.scale)
+    return Linear(float(L @ y), math.sqrt(float((L ** 2) @ scale)), float(f.df))
 
 
 def contrast(f: Fit, baseline: str, candidate: str, confidence: float) -> Contrast | None:

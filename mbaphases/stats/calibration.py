@@ -143,14 +143,18 @@ def _round_robin_rows(rng, levels: dict[str, float], rounds: int, spread: dict[s
 
 
 def intra_block(rng, datasets: int, confidence: float, sides: int = 5, rounds: int = 4, cpu: float = 0.0,
-                noisy: bool = False, modes: bool = False, aa: bool = False):
-    """Round-robin pairs through the fit; ``noisy``: the compared candidate NOISY times noisier."""
+                noisy: bool = False, modes: bool = False, aa: bool = False, cases: int = 4):
+    """Round-robin pairs through the fit; a batch of ``cases`` cases whose fits share each side's
+    noisiness (as a report's do); the first case's contrast counts. ``noisy``: the compared
+    candidate NOISY times noisier in every case."""
     names = [f"s{k}" for k in range(sides)]
     levels = {s: (0.0 if aa or k != 1 else math.log(TRUE_RATIO)) for k, s in enumerate(names)}
     spread = {s: NOISE * (NOISY if noisy and k == 1 else 1) for k, s in enumerate(names)}
     for _ in range(datasets):
-        f = blocks.fit(_round_robin_rows(rng, levels, rounds, spread, cpu, modes))
-        ct = blocks.contrast(f, "s0", "s1", confidence) if f else None
+        fits = {k: blocks.fit(_round_robin_rows(rng, levels, rounds, spread, cpu, modes)) for k in range(cases)}
+        fits = {k: f for k, f in fits.items() if f is not None}
+        blocks.share_noisiness(fits)
+        ct = blocks.contrast(fits[0], "s0", "s1", confidence) if 0 in fits else None
         truth = 1.0 if aa else TRUE_RATIO
         yield (None, None, None, truth) if ct is None else (ct.lower, ct.upper, ct.estimate, truth)
 
