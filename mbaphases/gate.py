@@ -200,6 +200,7 @@ def _turn_bias(iv: intervals.RatioInterval, row: dict, b: Side, c: Side, run_b, 
     lower, upper = turn_bias.widen(iv.lower, iv.upper, found[0].bound)
     iv = dataclasses.replace(iv, lower=lower, upper=upper)
     row.update(lower=lower, upper=upper, smallest_detectable_change=iv.half_width, turn_bias=found[0].bound,
+               before_turn_bias={"lower": row["lower"], "upper": row["upper"]},
                note=((row.get("note") or "") + turn_bias.note(found)).removeprefix("; "))
     return iv, row
 

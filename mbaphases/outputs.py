@@ -81,7 +81,9 @@ def summary(rep: Report) -> dict:
                                                   "flagged_runs", "without_flagged", "turn_bias")}
             | {"strata_text": g.get("strata_text") if isinstance(g.get("strata_text"), str) else None,
                # duet pairs: the same runs' interval as if unpaired, beside the paired one
-               "unpaired": g.get("unpaired") if isinstance(g.get("unpaired"), dict) else None},
+               "unpaired": g.get("unpaired") if isinstance(g.get("unpaired"), dict) else None,
+               # pairs in turns: the interval before the turn-bias bound widened it
+               "before_turn_bias": g.get("before_turn_bias") if isinstance(g.get("before_turn_bias"), dict) else None},
         })
     env = rep.environment
     return {

@@ -27,8 +27,8 @@ class Bound:
         return f"{self.profile} profile on {self.cpu}, {self.cpus} CPU{'s' if self.cpus != 1 else ''} a run"
 
 
-def bounds(path: Path = BOUNDS_FILE) -> list[Bound]:
-    data = tomllib.loads(path.read_text())
+def bounds(path: Path | None = None) -> list[Bound]:
+    data = tomllib.loads((path or BOUNDS_FILE).read_text())
     return [Bound(str(b["profile"]), str(b["cpu"]), int(b["cpus"]), float(b["bound"]), str(b["measured"]))
             for b in data.get("bound", [])]
 

@@ -200,7 +200,17 @@ def duet_runs(tmp_path, name, values, pairs, share_cpu=False, end_wait=True, cpu
     return paths
 
 
-def test_runs_on_fewer_cpus_than_the_profile_say_so_and_other_cpu_counts_are_never_compared(tmp_path):
+@pytest.fixture
+def small_turn_bias(tmp_path, monkeypatch):
+    """A turn-bias bound of 1% for every class (the shipped bounds are measurements of one host; these
+    tests are about other rules of runs in turns)."""
+    path = tmp_path / "bounds.toml"
+    path.write_text('[[bound]]\nprofile = "any"\ncpu = "any"\ncpus = 1\nbound = 0.01\nmeasured = "test"\n')
+    monkeypatch.setattr(turn_bias, "BOUNDS_FILE", path)
+    return 0.01
+
+
+def test_runs_on_fewer_cpus_than_the_profile_say_so_and_other_cpu_counts_are_never_compared(tmp_path, small_turn_bias):
     host = [1.0, 0.8, 1.1, 0.9, 1.05, 0.85, 1.0, 0.95]
     base = [1000 * h for h in host]
     cand = [950 * h for h in host]
@@ -561,7 +571,7 @@ def round_robin(sides: list[str], rounds: int) -> list[list[tuple[str, str]]]:
     return [[(x["label"], y["label"]) for x, y in design.pairs_of_round(docs, None, "round-robin", k)] for k in range(rounds)]
 
 
-def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path):
+def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path, small_turn_bias):
     """Four sides in round-robin duets, each pair's slot slowed or sped by the host (x0.7 to x1.3, both
     runs alike); two sides meet in only two of six rounds. Through every pair as blocks the gate
     sees each candidate's own speed; the unpaired view of the same runs cannot tell."""
