@@ -4,6 +4,7 @@ and one replacement round for sides with runs flagged BUSY or STEAL), and what t
 of a batch that looked repeatedly."""
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -52,10 +53,13 @@ def add_rounds(until: dict, conf_path: Path, pins: dict, sides: list[dict], mach
         if open_cases and not flagged and beyond_reach(open_cases, until["max_runs"]):
             # the spread measured so far says no round within the plan decides an open case: the
             # machine time of those rounds would buy no verdict
-            needs = sorted(n for *_, n in open_cases)
+            needs = sorted(n for *_, n in open_cases if n != math.inf)
+            why = (f"they need about {needs[0]}-{needs[-1]} runs a side" if needs else "")
+            bias = sum(1 for *_, n in open_cases if n == math.inf)
+            why += ("; " if why and bias else "") + (f"{bias} lie within the turn-bias bound of the threshold"
+                                                     if bias else "")
             print(f"[until decisive] stopping after look {looks}: at this spread no open case decides within "
-                  f"--max-runs {until['max_runs']} (they need about {needs[0]}-{needs[-1]} runs a side); {what}",
-                  file=out, flush=True)
+                  f"--max-runs {until['max_runs']} ({why}); {what}", file=out, flush=True)
             record["stopped"] = "beyond reach"
             break
         if done_runs >= until["max_runs"]:
@@ -132,8 +136,13 @@ def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, unti
                 lo, hi = row["lower"], row["upper"]
                 span = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "n/a"
                 need = row.get("runs_needed") if row["lower"] is not None else None
+                if row["lower"] is not None and need is None:
+                    # within the turn-bias bound of the threshold: no number of pairs in turns decides it
+                    need = math.inf
                 print(f"[until decisive] {cand['label']} {row['case']}: INCONCLUSIVE, interval {span}"
-                      + (f", needs about {need} runs a side" if need else ""), file=out, flush=True)
+                      + (", within the turn-bias bound of the threshold: more pairs cannot decide it"
+                         if need == math.inf else f", needs about {need} runs a side" if need else ""),
+                      file=out, flush=True)
                 open_cases.append((cand["label"], row["case"], need))
     return open_cases
 

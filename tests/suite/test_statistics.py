@@ -672,6 +672,9 @@ def test_until_decisive_stops_when_no_open_case_is_within_the_plans_reach():
     assert until_decisive.beyond_reach([("dev", "a", 9), ("next", "b", 12)], 5)
     assert not until_decisive.beyond_reach([("dev", "a", 9), ("next", "b", 5)], 5)
     assert not until_decisive.beyond_reach([("dev", "a", 9), ("next", "b", None)], 5)
+    # a case within the turn-bias bound of the threshold: no number of pairs in turns decides it
+    assert until_decisive.beyond_reach([("dev", "a", math.inf), ("next", "b", 7)], 5)
+    assert not until_decisive.beyond_reach([("dev", "a", math.inf), ("next", "b", 4)], 5)
 
 
 def test_runs_needed_without_an_interval_counts_pairs_by_the_signed_rank_statistic():
