@@ -46,7 +46,8 @@ def test_aa_comparisons_fail_at_most_as_often_as_the_level_allows(rows):
 def test_the_noisy_side_widens_the_fits_intervals():
     """The same generated batches (4 cases) with one side 4 times noisier: the fit with each side's
     noisiness shared over the batch's cases covers more often than one variance pooled over every
-    side would, and widens the other sides' contrasts little."""
+    side would; two quiet sides' contrast, which runs partly through the noisy side's pairs, widens
+    by about a fifth (the pooled variance already carries part of the noisy side's)."""
     rng = np.random.default_rng(5)
     own = pooled = 0
     widening = []
@@ -59,7 +60,7 @@ def test_the_noisy_side_widens_the_fits_intervals():
         lo, hi = _pooled_interval(f, "s0", "s2")
         widening.append(math.log(quiet.upper / quiet.lower) / math.log(hi / lo))
     assert own > pooled + 0.05 * trials, (own, pooled)
-    assert np.median(widening) < 1.15, np.median(widening)
+    assert 1.0 <= np.median(widening) < 1.3, np.median(widening)
 
 
 def _pooled_interval(f, baseline, candidate):
