@@ -32,11 +32,12 @@ def family_summary(marks: FamilyMarks | None, min_share: float) -> dict | None:
         return None
     return {"changes": marks.size, "selected": sum(1 for x in marks.selected if x),
             "false_discovery_rate": marks.error, "chance_marks_unadjusted": marks.chance_marks,
-            "min_share": min_share, "method": ("Benjamini-Yekutieli over t p-values of the per-run values (Welch in one batch; a "
-                       "level per batch in several; each side's own variance through round-robin pairs): the "
-                       "selection's false discovery rate at most the stated one under any dependence; a mark is a "
-                       "selected change whose interval also excludes 0 and that is at least min_share; intervals "
-                       "marginal")}
+            "min_share": min_share, "false_discovery_rate_any_dependence": marks.any_dependence,
+            "method": ("Benjamini-Hochberg over t p-values of the per-run values (Welch in one batch; a level per "
+                       "batch in several; each side's noisiness through round-robin pairs): the rate as stated for "
+                       "independent or positively dependent changes, false_discovery_rate_any_dependence under any "
+                       "(Benjamini-Yekutieli's bound); a mark is a selected change whose interval also excludes 0 "
+                       "and that is at least min_share; intervals marginal")}
 
 
 def summary(rep: Report) -> dict:

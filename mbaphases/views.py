@@ -135,15 +135,16 @@ def family_text(marks: FamilyMarks | None, min_share: float, what: str, confiden
     if marks is None or not marks.size:
         return ""
     return (f"Family: {what}, {marks.size} changes. A mark (a change shown with no sign after it) is "
-            f"selected by Benjamini-Yekutieli over the whole family, which keeps the selection's false "
-            f"discovery rate at most {marks.error:.0%} whatever the dependence between its changes (two-sided t "
-            f"p-values of the per-run values: Welch's in one batch, with a level per batch in several), has its "
-            f"interval excluding 0, and is at least {min_share:.0%} of the baseline's active time (pins [marks] "
-            f"min_share): {sum(1 for x in marks.selected if x)} selected. The intervals are the marginal "
-            f"{confidence:.0%} ones, not widened for the selection; if nothing had moved, about "
-            f"{marks.chance_marks:.1f} of the {marks.size} would exclude 0 by chance alone. {NOISE_MARK}: not a "
-            f"mark (not distinguishable from run-to-run noise in this family); {SMALL_MARK}: selected but below "
-            f"{min_share:.0%} of the active time.")
+            f"selected by Benjamini-Hochberg over the whole family at a false discovery rate of "
+            f"{marks.error:.0%} (two-sided t p-values of the per-run values: Welch's in one batch, with a level "
+            f"per batch in several), has its interval excluding 0, and is at least {min_share:.0%} of the "
+            f"baseline's active time (pins [marks] min_share): {sum(1 for x in marks.selected if x)} selected. "
+            f"The rate holds as stated for independent or positively dependent changes; these share their runs, "
+            f"and under any dependence the bound is {marks.any_dependence:.0%} (Benjamini-Yekutieli). The "
+            f"intervals are the marginal {confidence:.0%} ones, not widened for the selection; if nothing had "
+            f"moved, about {marks.chance_marks:.1f} of the {marks.size} would exclude 0 by chance alone. "
+            f"{NOISE_MARK}: not a mark (not distinguishable from run-to-run noise in this family); {SMALL_MARK}: "
+            f"selected but below {min_share:.0%} of the active time.")
 
 
 def share_text(x, lower, upper) -> str:
