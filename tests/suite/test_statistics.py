@@ -742,15 +742,16 @@ def test_looks_are_counted_over_every_pooled_batch(tmp_path):
 
 def test_the_turn_bias_bound_applies_by_profile_and_host_class(tmp_path):
     """A bound measured for the runs' profile, CPU and CPU count applies as measured; another class
-    gets the largest on record (and the note says so); a bound the estimate lies within leaves no
-    number of runs that decides."""
+    gets the largest on record for as many CPUs a run, else the largest of all (and the note says
+    so); a bound the estimate lies within leaves no number of runs that decides."""
     data = tmp_path / "bounds.toml"
     data.write_text('[[bound]]\nprofile = "demo"\ncpu = "AMD EPYC"\ncpus = 2\nbound = 0.01\nmeasured = "x"\n'
                     '[[bound]]\nprofile = "demo"\ncpu = "AMD EPYC"\ncpus = 1\nbound = 0.03\nmeasured = "y"\n')
     known = turn_bias.bounds(data)
     assert turn_bias.applying("demo", "AMD EPYC", 2, known) == (known[0], True)
     found = turn_bias.applying("formal", "Intel Xeon", 2, known)
-    assert found == (known[1], False) and "the largest on record" in turn_bias.note(found)
+    assert found == (known[0], False) and "the largest on record for as many CPUs" in turn_bias.note(found)
+    assert turn_bias.applying("formal", "Intel Xeon", 4, known) == (known[1], False)
     assert turn_bias.applying("demo", "AMD EPYC", 2, []) is None
     lower, upper = turn_bias.widen(0.95, 0.97, 0.01)
     assert lower == pytest.approx(0.95 / math.exp(0.01)) and upper == pytest.approx(0.97 * math.exp(0.01))
