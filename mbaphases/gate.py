@@ -170,24 +170,30 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
             if row.get("turn_bias") and row["runs_needed"] is None and iv.lower is not None:
                 row["note"] += ("; the estimate lies within the turn-bias bound of the threshold: no number of pairs "
                                 "in turns decides it (runs alone can)")
-        exc = exceptions.get(case)
-        if exc is not None:
-            row["decision"] = exc.decision
-            if exc.threshold is None:
-                status, row["note"] = "EXCEPTED", f"excepted: {exc.decision}"
-            else:
-                own = intervals.status(iv, exc.threshold)
-                row["threshold"] = exc.threshold
-                if own == "PASS":
-                    status, row["note"] = "EXCEPTED", f"excepted at {exc.threshold:.2f}: {exc.decision}"
-                else:
-                    status, row["note"] = own, f"excepted only at >= {exc.threshold:.2f}, which it does not clear: {exc.decision}"
+        status = _excepted(status, row, iv, exceptions.get(case))
         row["gate"] = status
         rows.append(row)
     caveat = comparable.cpus_caveat(b, c)  # on every verdict, MISSING ones too
     for row in rows if caveat else []:
         row["note"] = ((row.get("note") or "") + caveat).removeprefix("; ")
     return rows
+
+
+def _excepted(status: str, row: dict, iv: intervals.RatioInterval, exc: Exception_ | None) -> str:
+    """The status once the case's exception (gate-exceptions.toml) is applied, its note in ``row``."""
+    if exc is None:
+        return status
+    row["decision"] = exc.decision
+    if exc.threshold is None:
+        row["note"] = f"excepted: {exc.decision}"
+        return "EXCEPTED"
+    own = intervals.status(iv, exc.threshold)
+    row["threshold"] = exc.threshold
+    if own == "PASS":
+        row["note"] = f"excepted at {exc.threshold:.2f}: {exc.decision}"
+        return "EXCEPTED"
+    row["note"] = f"excepted only at >= {exc.threshold:.2f}, which it does not clear: {exc.decision}"
+    return own
 
 
 def _turn_bias(iv: intervals.RatioInterval, row: dict, b: Side, c: Side, run_b, run_c):

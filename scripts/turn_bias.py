@@ -121,7 +121,9 @@ def t_quantile(df: int) -> float:
     return float(stats.t.ppf(0.95, df))
 
 
-def main(argv=None) -> int:
+def parse(argv) -> argparse.Namespace:
+    """The arguments, checked: one error line and exit 2 for a bad one (``cases`` and ``turn_list``
+    added)."""
     p = _Parser(description=__doc__.splitlines()[0])
     p.add_argument("--repo", required=True, help="the target's git repository (e.g. demo-target)")
     p.add_argument("--baseline", required=True)
@@ -134,30 +136,32 @@ def main(argv=None) -> int:
     p.add_argument("--cpus", type=int, default=1, help="CPUs a slot has (1: one slot per CPU; N: one slot of N)")
     p.add_argument("--json", help="write the per-case differences here")
     args = p.parse_args(argv)
-    repo = Path(args.repo)
-    cases = DEMO_CASES if args.cases == "all" else [c for c in (args.cases or args.case or "").split(",") if c]
-    if not cases:
+    args.cases = DEMO_CASES if args.cases == "all" else [c for c in (args.cases or args.case or "").split(",") if c]
+    if not args.cases:
         p.error("--case or --cases is required (a case, a comma list, or 'all')")
     if args.rounds < 2 or args.steps < 1:
-        print(f"error: --rounds {args.rounds} must be >= 2 and --steps {args.steps} >= 1", file=sys.stderr)
-        return 2
+        p.error(f"--rounds {args.rounds} must be >= 2 and --steps {args.steps} >= 1")
     try:
-        turns = [float(x) for x in args.turns.split(",")]
+        args.turn_list = [float(x) for x in args.turns.split(",")]
     except ValueError:
-        turns = []
-    if not turns or not all(0 < t < 10_000 for t in turns):
-        print(f"error: --turns {args.turns!r}: a comma list of turn lengths in ms, each in (0, 10000)", file=sys.stderr)
-        return 2
+        args.turn_list = []
+    if not args.turn_list or not all(0 < t < 10_000 for t in args.turn_list):
+        p.error(f"--turns {args.turns!r}: a comma list of turn lengths in ms, each in (0, 10000)")
     have = len(os.sched_getaffinity(0))
     if args.cpus < 1 or have < max(2, args.cpus):
-        print(f"error: --cpus {args.cpus}: valid is 1 (two one-CPU slots) up to this machine's {have} CPUs, "
-              "and the script needs at least 2", file=sys.stderr)
-        return 2
+        p.error(f"--cpus {args.cpus}: valid is 1 (two one-CPU slots) up to this machine's {have} CPUs, "
+                "and the script needs at least 2")
     for ref in (args.baseline, args.candidate):
-        if subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", f"{ref}^{{commit}}"],
+        if subprocess.run(["git", "-C", args.repo, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}"],
                           capture_output=True, check=False).returncode != 0:
-            print(f"error: --repo {repo}: no commit {ref!r} there", file=sys.stderr)
-            return 2
+            p.error(f"--repo {args.repo}: no commit {ref!r} there")
+    return args
+
+
+def measure(args) -> dict[tuple, list]:
+    """(case, design) -> each slot's (baseline, candidate) throughput, the refs checked out into a
+    temporary folder removed at the end."""
+    repo = Path(args.repo)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         checkouts = {side: tmp / side for side in ("baseline", "candidate")}
@@ -167,14 +171,19 @@ def main(argv=None) -> int:
         try:
             pairs: dict[tuple, list] = {}
             for r in range(args.rounds):
-                for case in cases:
-                    for design in ["solo", *[f"{t:g}" for t in turns]]:
+                for case in args.cases:
+                    for design in ["solo", *[f"{t:g}" for t in args.turn_list]]:
                         pairs.setdefault((case, design), []).extend(
                             slot(checkouts, design, r, case, args.steps, tmp, args.cpus))
+            return pairs
         finally:
             for path in checkouts.values():
                 subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(path)],
                                capture_output=True, check=False)
+
+
+def table(args, pairs: dict[tuple, list]) -> list[dict]:
+    """Prints the Markdown table; returns each turn design's difference from solo, per case."""
     print(f"| case | design ({args.steps} steps, slots of {args.cpus} CPU{'s' if args.cpus > 1 else ''}) | "
           f"ratio {args.candidate} / {args.baseline} | sd of the slots' log ratio | slots | failed slots | "
           "turns - solo (log) [90%] |")
@@ -191,6 +200,12 @@ def main(argv=None) -> int:
         cells = ([f"{math.exp(statistics.mean(logs)):.3f}", f"{statistics.stdev(logs):.3f}" if len(logs) > 1 else "n/a",
                   len(values), len(slots) - len(values), span] if values else ["n/a", "n/a", 0, len(slots), ""])
         print(f"| {case} | {name} | " + " | ".join(str(x) for x in cells) + " |")
+    return summary
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    summary = table(args, measure(args))
     if args.json:
         Path(args.json).write_text(json.dumps({
             "command": "python scripts/turn_bias.py " + " ".join(argv if argv is not None else sys.argv[1:]),
