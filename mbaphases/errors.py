@@ -1,4 +1,5 @@
 import argparse
+import sys
 
 
 class UsageError(Exception):
@@ -10,3 +11,11 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UsageError(message)
+
+
+class ScriptParser(argparse.ArgumentParser):
+    """The scripts' parser (scripts/*.py): a complaint is one `error:` line on stderr and exit 2."""
+
+    def error(self, message):
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)

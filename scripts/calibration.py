@@ -6,12 +6,12 @@ table, written between its markers in docs/statistics.md (or to stdout with --st
 Seeded: the same table every run. Bad input: one error line, exit 2."""
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from mbaphases.errors import ScriptParser
 from mbaphases.stats import calibration
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "statistics.md"
@@ -19,14 +19,10 @@ BEGIN, END = "<!-- calibration table: scripts/calibration.py -->", "<!-- end of 
 FDP_DATASETS = 200
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2: the suite's contract for bad input
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def main(argv=None) -> int:
-    parser = _Parser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", type=int, default=300, help="data sets per procedure and scenario (>= 50)")
     parser.add_argument("--stdout", action="store_true", help="print the table instead of writing it")
     args = parser.parse_args(argv)

@@ -24,7 +24,6 @@ Reads raw-runs/<machine>/<commit>/run<k>.json and its meta (the batch, the run's
 a Markdown table to stdout (and JSON with --json FILE). Bad input: one error line, exit 2."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from mbaphases import allocation, load
+from mbaphases.errors import ScriptParser
 from mbaphases.stats import components, rules
 
 
@@ -143,14 +143,10 @@ def allocation_plan(machine_dir: Path, half_width: float) -> dict | None:
                            None, half_width, confidence)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2: the suite's contract for bad input
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def main(argv=None) -> int:
-    p = _Parser(description=__doc__.splitlines()[0])
+    p = ScriptParser(description=__doc__.splitlines()[0])
     p.add_argument("--machine", required=True)
     p.add_argument("--raw-dir", default="raw-runs")
     p.add_argument("--window", type=int, default=10, help="steps per window (default 10)")

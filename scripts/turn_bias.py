@@ -30,16 +30,14 @@ from pathlib import Path
 
 from scipy import stats
 
+from mbaphases.errors import ScriptParser
+
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "UNILAB_COLLECTOR_TORCH_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2: the suite's contract for bad input
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 DEMO_CASES = ["flashsac/go2_joystick_flat/mujoco", "flashsac/g1_walk_flat/mujoco", "flashsac/g1_walk_flat/motrix",
@@ -124,7 +122,7 @@ def t_quantile(df: int) -> float:
 def parse(argv) -> argparse.Namespace:
     """The arguments, checked: one error line and exit 2 for a bad one (``cases`` and ``turn_list``
     added)."""
-    p = _Parser(description=__doc__.splitlines()[0])
+    p = ScriptParser(description=__doc__.splitlines()[0])
     p.add_argument("--repo", required=True, help="the target's git repository (e.g. demo-target)")
     p.add_argument("--baseline", required=True)
     p.add_argument("--candidate", required=True)

@@ -636,6 +636,23 @@ def test_the_intra_block_interval_covers_as_stated_in_round_robin_aa_batches():
     assert outside / trials <= 0.14 and below / trials <= 0.08, (outside, below)
 
 
+def round_robin_phase_sides(tmp_path, phases: dict[str, dict], rounds: int, seed: int, noise: float) -> dict:
+    """Raw runs of sides in round-robin duets (the runner's schedule), each slot's pace x0.7 to x1.3 on
+    every phase of both its runs and ``noise`` (log) of a run's own; loaded as sides."""
+    rng = np.random.default_rng(seed)
+    paths: dict[str, list[str]] = {s: [] for s in phases}
+    for r, pairs in enumerate(round_robin(list(phases), rounds)):
+        for p, (x, y) in enumerate(pairs):
+            slot = rng.uniform(0.7, 1.3)
+            for s in (x, y):
+                pace = slot * math.exp(rng.normal(0, noise))
+                doc = E.doc([E.case_result(CASE, **{k: v * pace for k, v in phases[s].items()})])
+                stem = tmp_path / f"{s}_{r}_{p}"
+                paths[s].append(E.write(Path(f"{stem}.json"), doc))
+                Path(f"{stem}.meta.json").write_text(json.dumps({"batch": "B", "duet": {"pair": f"B/r{r + 1}p{p + 1}"}}))
+    return {s: load.load_raw_side(s, paths[s]) for s in phases}
+
+
 def test_the_ledger_of_round_robin_sides_reads_each_phase_through_every_pair(tmp_path):
     """Four sides in round-robin duets, each slot's pace x0.7 to x1.3 on every phase of both runs;
     the optimization takes 1 ms off physics (6 -> 5 ms at full pace) and nothing else. Through the
@@ -643,18 +660,7 @@ def test_the_ledger_of_round_robin_sides_reads_each_phase_through_every_pair(tmp
     rank view of the same runs, which meet only twice, cannot separate it from the slots."""
     phases = {"base": BASE, "dev": BASE,
               "opt": {**BASE, "physics": 5.0, "step_core": 5.5, "env_step": 8.0}, "other": BASE}
-    rng = np.random.default_rng(3)
-    paths: dict[str, list[str]] = {s: [] for s in phases}
-    for r, pairs in enumerate(round_robin(list(phases), 6)):
-        for p, (x, y) in enumerate(pairs):
-            slot = rng.uniform(0.7, 1.3)
-            for s in (x, y):
-                pace = slot * math.exp(rng.normal(0, 0.01))
-                doc = E.doc([E.case_result(CASE, **{k: v * pace for k, v in phases[s].items()})])
-                stem = tmp_path / f"{s}_{r}_{p}"
-                paths[s].append(E.write(Path(f"{stem}.json"), doc))
-                Path(f"{stem}.meta.json").write_text(json.dumps({"batch": "B", "duet": {"pair": f"B/r{r + 1}p{p + 1}"}}))
-    sides = {s: load.load_raw_side(s, paths[s]) for s in phases}
+    sides = round_robin_phase_sides(tmp_path, phases, rounds=6, seed=3, noise=0.01)
     fits = ledger.part_fits(list(sides.values()))
     table, _ = ledger.ledger_table(sides["dev"], [sides["opt"], sides["other"]], [CASE], 0.90, fits=fits)
     opt = table[table.candidate == "opt"].iloc[0]
@@ -700,18 +706,7 @@ def test_additivity_of_round_robin_sides_is_a_contrast_of_the_pairs_fit(tmp_path
     phases = {"dev": BASE, "a": {**BASE, "physics": 5.0, "step_core": 5.5, "env_step": 8.0},
               "b": {**BASE, "update_state": 0.5, "env_step": 8.5},
               "both": {**BASE, "physics": 5.0, "step_core": 5.5, "update_state": 0.5, "env_step": 7.5}}
-    rng = np.random.default_rng(4)
-    paths: dict[str, list[str]] = {s: [] for s in phases}
-    for r, pairs in enumerate(round_robin(list(phases), 9)):
-        for p, (x, y) in enumerate(pairs):
-            slot = rng.uniform(0.7, 1.3)
-            for s in (x, y):
-                pace = slot * math.exp(rng.normal(0, 0.005))
-                doc = E.doc([E.case_result(CASE, **{k: v * pace for k, v in phases[s].items()})])
-                stem = tmp_path / f"{s}_{r}_{p}"
-                paths[s].append(E.write(Path(f"{stem}.json"), doc))
-                Path(f"{stem}.meta.json").write_text(json.dumps({"batch": "B", "duet": {"pair": f"B/r{r + 1}p{p + 1}"}}))
-    sides = {s: load.load_raw_side(s, paths[s]) for s in phases}
+    sides = round_robin_phase_sides(tmp_path, phases, rounds=9, seed=4, noise=0.005)
     others = {k: v for k, v in sides.items() if k != "dev"}
     fits = ledger.part_fits(list(sides.values()))
     add = ledger.additivity_table(sides["dev"], others, {"both": ["a", "b"]}, [CASE], 0.90, fits=fits).iloc[0]
