@@ -78,6 +78,7 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
             row["sum_of_median_changes_ms"] = a.get("delta_sum_ms")
             for k in PHASES:
                 row[f"{k}_ms"] = a.get(f"{k}_ms")
+            row["other_ms"] = None  # the remainder's own change, where both sides report it (below)
             pr, pc = _ledger_parts(ref, case, cnd), _ledger_parts(cnd, case, ref)
             blocked = _blocked_changes(ref, cnd, case, pr, fits, confidence)
             for key, change in blocked.items():
