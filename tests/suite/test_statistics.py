@@ -756,7 +756,7 @@ def test_the_turn_bias_bound_applies_by_profile_and_host_class(tmp_path):
     assert turn_bias.bounds()  # the bounds shipped with the suite parse
 
 
-def test_a_case_within_the_turn_bias_bound_of_the_threshold_asks_for_runs_alone(tmp_path):
+def test_a_case_within_the_turn_bias_bound_of_the_threshold_asks_for_runs_alone(tmp_path, small_turn_bias):
     """Pairs in turns 0.5% above the threshold, tightly: the interval widened by the bound contains the
     threshold, and no number of pairs in turns would decide it; the report says to run alone (and
     does not count runs it has none for)."""
