@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -47,7 +48,16 @@ class Fit:
     # side -> its variance over the pooled one (at least 1): this case's own estimate, or, once
     # share_noisiness has run over a batch's cases, their mean
     noisiness: dict[str, float] = field(default_factory=dict)
-    own: dict[str, float] = field(default_factory=dict)  # this case's own variance over the pooled (own_ratios)
+
+    @cached_property
+    def pinv(self) -> np.ndarray:
+        """The design's pseudo-inverse: every contrast and the residuals of the fit are made from it."""
+        return np.linalg.pinv(np.asarray(self.result.model.exog, dtype=float))
+
+    @cached_property
+    def own(self) -> dict[str, float]:
+        """This case's own variance of each side over the pooled one (own_ratios)."""
+        return own_ratios(self)
 
     @property
     def residual_sd(self) -> float:
@@ -87,7 +97,6 @@ def fit(rows: list[tuple]) -> Fit | None:
     if df < MIN_DF or not result.scale > 0:
         return None
     made = Fit(result, sides, frame.side.to_numpy(), int(frame.pair.nunique()), df, _components(frame))
-    made.own = own_ratios(made)
     made.noisiness = {side: max(1.0, ratio) for side, ratio in made.own.items()}
     return made
 
@@ -145,7 +154,7 @@ def own_ratios(f: Fit) -> dict[str, float]:
     sigma^2 (a pseudo-inverse: in a star of pairs only each candidate's sum with the reference is
     known, which is all its contrast needs)."""
     X, y = np.asarray(f.result.model.exog, dtype=float), np.asarray(f.result.model.endog, dtype=float)
-    M = np.eye(len(y)) - X @ np.linalg.pinv(X)
+    M = np.eye(len(y)) - X @ f.pinv
     member = np.array([[s == t for t in f.row_sides] for s in f.sides], dtype=float)  # sides x rows
     own = np.linalg.pinv(member @ (M ** 2) @ member.T) @ (member @ (M @ y) ** 2)
     return {side: float(v) / float(f.result.scale) for side, v in zip(f.sides, own)}
@@ -171,9 +180,8 @@ def linear(f: Fit, coefficients: dict[str, float]) -> Linear:
     one times its noisiness (Fit.noisiness, never below 1), on the fit's residual df: a side noisier
     than the pool widens its own contrasts (coverage with one side 4 times noisier in a batch of 4
     cases: mbaphases.stats.calibration; the pooled fit covered 0.74 at 90%)."""
-    X = np.asarray(f.result.model.exog, dtype=float)
     y = np.asarray(f.result.model.endog, dtype=float)
-    L = side_weights(f, coefficients) @ np.linalg.pinv(X)
+    L = side_weights(f, coefficients) @ f.pinv
     scale = np.array([f.noisiness.get(side, 1.0) for side in f.row_sides]) * float(f.result.scale)
     return Linear(float(L @ y), math.sqrt(float((L ** 2) @ scale)), float(f.df))
 

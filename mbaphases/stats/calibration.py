@@ -129,8 +129,10 @@ def paired_difference(rng, datasets: int, confidence: float, pairs: int = 9):
 # --- the intra-block fit ---------------------------------------------------------------------------
 
 def round_robin(sides: list[str], r: int) -> list[tuple[str, str]]:
-    """Round r of the circle method (the runner's round-robin pairing): the first side fixed, the
-    others rotated; with an odd count one side sits the round out."""
+    """Round r of the plain circle method: the first side fixed, the others rotated; with an odd count
+    one side sits the round out. Not the runner's schedule (mbaphases.run.design.pairs_of_round also
+    pairs the side left over with the baseline): the study needs only a connected design, and the
+    statistics import nothing outside them."""
     ring = list(sides) + ([None] if len(sides) % 2 else [])
     rest = ring[1:]
     k = r % len(rest)
