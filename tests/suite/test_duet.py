@@ -241,3 +241,36 @@ def test_a_deadline_stops_starting_pairs_keeps_every_completed_one_and_the_repor
     assert r.returncode in (0, 1), r.stderr
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert any("stopped at its deadline" in n for n in summary["notes"]), summary["notes"]
+
+
+def test_pairs_after_a_failed_case_still_run_one_wave_at_a_time_and_are_all_recorded(aa):
+    """A candidate whose case fails in every run (the field's 1.4.0 on one MotrixSim case): the first
+    round's failure is the batch's status, and every later round still waits for its pair's end
+    before the next begins; every round is recorded, none overlaps another."""
+    suite, _ = aa
+    repo = suite / "demo-target"
+    if "broken" not in subprocess.run(["git", "-C", str(repo), "branch"], capture_output=True, text=True).stdout:
+        git(repo, "checkout", "-q", "-b", "broken", "aa")
+        owner = repo / "conf" / "flashsac" / "task" / "g1_walk_flat" / "motrix.yaml"
+        owner.write_text(owner.read_text() + "task:\n  decimation: 0\n")  # composes, fails in the physics step
+        git(repo, "commit", "-qam", "broken flashsac g1 walk on motrix")
+        git(repo, "checkout", "-q", "main")
+    pins = suite / "pins.broken.toml"
+    pins.write_text((suite / "pins.toml").read_text().replace('ref = "aa"', 'ref = "broken"'))
+    rounds = 3
+    p = run_mbaphases(suite, "run", "--pins", str(pins), "--design", "turns", "--profile", "tiny", "--runs", str(rounds),
+                      "--machine", "brokenturns")
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "brokenturns").glob("*/run*.meta.json")]
+    assert len(metas) == 2 * rounds, p.stdout[-3000:]
+    failing = [m for m in metas if m["failed_cases"]]
+    assert len(failing) == rounds and all(list(m["failed_cases"]) == ["flashsac/g1_walk_flat/motrix"] for m in failing)
+    spans = {}
+    for m in metas:
+        lo, hi = spans.get(m["duet"]["pair"], (m["started"], m["ended"]))
+        spans[m["duet"]["pair"]] = (min(lo, m["started"]), max(hi, m["ended"]))
+    ordered = sorted(spans.values())
+    assert len(ordered) == rounds
+    assert all(later[0] >= earlier[1] for earlier, later in zip(ordered, ordered[1:])), ordered
+    record = json.loads(next((suite / "raw-runs" / "brokenturns" / "batches").glob("*.json")).read_text())
+    assert record["recorded_runs"] == 2 * rounds

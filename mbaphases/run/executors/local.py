@@ -191,7 +191,10 @@ class LocalExecutor:
             except BaseException:
                 processes.end_all(procs)  # interrupted while a side waits for the next's start
                 raise
-            rc = rc or max(_wait_pairs(started))
+            # every wave waits for its pairs' end, whatever an earlier wave returned (a wave not waited
+            # for overlaps the next: pairs measured beside each other, and left running at the end)
+            codes = _wait_pairs(started)
+            rc = rc or max(codes)
             self.timed(began)
         return rc
 
