@@ -582,10 +582,11 @@ def batch_records(raw_dir: Path, machine: str = "*") -> list[dict]:
 
 
 def run_meta(raw_dir: Path, machine: str, since: float, out=None) -> list[dict]:
-    """The machine's run metas since ``since``; one that cannot be read (a crash of an older
-    writer, a full disk) is named on ``out`` and left out, never the end of the batch."""
+    """The machine's run metas since ``since`` (``machine`` may be a glob pattern: a fleet's hardware
+    classes); one that cannot be read (a crash of an older writer, a full disk) is named on ``out``
+    and left out, never the end of the batch."""
     metas = []
-    for p in sorted((raw_dir / machine).glob("*/run*.meta.json")):
+    for p in sorted(Path(raw_dir).glob(f"{machine}/*/run*.meta.json")):
         try:
             meta = json.loads(p.read_text())
         except (OSError, ValueError) as e:

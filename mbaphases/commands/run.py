@@ -41,6 +41,7 @@ def add_parser(sub) -> None:
                    help="end within this many minutes of the command's start (a CI job's cap, less the report's "
                         "time): no pair or round starts that would not end by then, estimated from those so far; "
                         "every completed run is kept and the report says what is still open")
+    target.add_fleet_arguments(r)
     r.add_argument("--resume", action="store_true",
                    help="if the newest batch of these pins on the machine was interrupted (or its command killed), "
                         "go on with it: its kept runs stay, only what its plan misses runs; otherwise a new batch")
@@ -66,7 +67,7 @@ def main(args) -> int:
             return batch.run_sides(conf, pins, runs, args.machine, args.python, only, until,
                                     allow_other_hardware=args.allow_other_hardware,
                                     profile_functions=profile_functions, design=design, resume=args.resume,
-                                    deadline=deadline)
+                                    deadline=deadline, fleet=target.fleet_setting(args, pins))
     except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
         return prepare.EXIT_LOCK_TIMEOUT

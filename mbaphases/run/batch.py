@@ -16,6 +16,7 @@ from mbaphases.errors import UsageError
 from mbaphases.run import prepare
 from mbaphases.run import record as record_mod
 from mbaphases.run.design import Design, from_record, pairs_of_round
+from mbaphases.run.executors import ray_fleet
 from mbaphases.run.executors.local import LocalExecutor, slots_for
 from mbaphases.run.progress import Progress
 from mbaphases.stats import rules
@@ -40,6 +41,7 @@ class Batch:
     out: object
     prior: dict | None = None
     kept: list[dict] = field(default_factory=list)
+    runs_under: str = ""  # the machine folders its runs are stored under (a fleet: one per hardware class)
 
     def pairs_of(self, k: int, among: list[dict] | None = None) -> list[tuple[dict, dict]]:
         return pairs_of_round(among or self.sides, self.pins.get("reference"), self.design.pairing, k)
@@ -55,7 +57,8 @@ class Batch:
 def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, python: str | None = None,
               only: list[str] | None = None, until_decisive: dict | None = None, out=sys.stdout,
               allow_other_hardware: bool = False, profile_functions: bool = False, design: Design | None = None,
-              resume: bool = False, resume_hint: str = RESUME_HINT, deadline: float | None = None) -> int:
+              resume: bool = False, resume_hint: str = RESUME_HINT, deadline: float | None = None,
+              fleet: ray_fleet.Fleet | None = None) -> int:
     """Run every side ``runs`` times with asv in ``design`` (default: solo); returns the exit status
     (0: every run of every case succeeded; runs the deadline kept from starting are no failure).
 
@@ -65,7 +68,9 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     (its plan: sides, runs, profiles, until-decisive, design), running only what its kept runs miss;
     otherwise a new batch.
     ``deadline`` (time.time()): no unit starts that would not end by then, estimated from the units so
-    far (mbaphases.run.executors.local); every completed run is kept, the report decides on them."""
+    far (mbaphases.run.executors.local); every completed run is kept, the report decides on them.
+    ``fleet``: the pair blocks run on a Ray cluster's slots (mbaphases.run.executors.ray_fleet), each
+    hardware class's runs under a machine name of its own."""
     design = design or Design("solo")
     conf_path = Path(conf_path).resolve()
     conf = inputs.load_asv_conf(conf_path)
@@ -76,7 +81,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     _check_design(design, repo_path)
     machine = machine or prepare.default_machine(pins["active_profile"]["name"], design.paired)
     raw_dir = suite_dir / "raw-runs"  # beside results/, not in it: asv walks every folder under results/
-    if not allow_other_hardware:
+    if not allow_other_hardware and fleet is None:
         prepare.check_same_hardware(raw_dir, machine)
     prior = _prior(raw_dir / machine, pins, resume, out)
     if prior is not None:
@@ -87,6 +92,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         design = from_record(prior)
     # refused before anything is printed or measured
     slots = slots_for(design, hardware.profile_cpus(pins["active_profile"]))
+    node_slots = ray_fleet.join(fleet, design, until_decisive) if fleet is not None else None
     sides = prepare.resolve_sides(pins, repo_path, only)
     if prior is not None:
         resume_mod.check_sides(prior, sides)
@@ -107,8 +113,12 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
             "--record-samples", "--append-samples", "--show-stderr"]
     executor = LocalExecutor(base, conf, conf_path, suite_dir, repo_path, env, names, batch_id, slots, out, python, pythons,
                              deadline)
+    runs_under = machine
+    if fleet is not None:
+        executor = ray_fleet.RayExecutor(executor, fleet.address, node_slots, machine)
+        runs_under = ray_fleet.class_machines(machine)
     b = Batch(pins, sides, design, raw_dir / machine, executor, {}, runs, started, now, until_decisive,
-              profile_functions, out, prior, load.run_meta(raw_dir, machine, started) if prior else [])
+              profile_functions, out, prior, load.run_meta(raw_dir, runs_under, started) if prior else [], runs_under)
     b.record = _start_record(b, conf_path, machine, _plan(b))
     return _run(b, progress_file, names, resume_hint)
 
@@ -155,7 +165,7 @@ def _plan(b: Batch) -> dict | None:
     say = lambda text: print(text, file=b.out, flush=True)
     pins, cases, design = b.pins, b.pins["cases"], b.design
     say(f"design: {design.text()}; {design.why}")
-    for line in b.executor.slots.lines(design):
+    for line in b.executor.slots.lines(design) + getattr(b.executor, "plan_lines", list)():
         say(line)
     pairs = b.pairs_of(0)
     plan = (f"plan: {len(pairs)} pair{'s' if len(pairs) != 1 else ''} a round ({design.pairing}"
@@ -194,6 +204,8 @@ def _start_record(b: Batch, conf_path: Path, machine: str, allocated: dict | Non
         record["until_decisive"] = b.until_decisive
     if b.executor.deadline is not None:
         record["deadline"] = {"at": b.executor.deadline, "not_started": 0}
+    if isinstance(b.executor, ray_fleet.RayExecutor):
+        record["fleet"] = b.executor.as_record()
     if allocated is not None:
         record["allocation"] = allocated
     attempts = []
@@ -253,8 +265,10 @@ def _run(b: Batch, progress_file: Path, names: dict, resume_hint: str) -> int:
         progress_file.unlink(missing_ok=True)
     if b.executor.deadline is not None:
         b.record["deadline"]["not_started"] = b.executor.not_started
+    if isinstance(b.executor, ray_fleet.RayExecutor):
+        b.record["fleet"] = b.executor.as_record()
     return record_mod.finish(b.record, b.machine_dir, b.started, names, progress["done_runs"], runs_by_side, rc, b.out,
-                             resume_hint)
+                             resume_hint, b.runs_under)
 
 
 def _pinned_rounds(b: Batch, shas: list[str], done) -> int:

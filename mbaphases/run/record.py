@@ -23,9 +23,10 @@ def summarize(metas: list[dict], sides: dict[str, str]) -> tuple[list[str], list
 
 
 def finish(record: dict, machine_dir: Path, started: float, names: dict, done_runs: int,
-           runs_by_side: dict, rc: int, out, resume_hint: str) -> int:
-    """The batch's end: failures and flagged runs said, the batch record written, the exit status."""
-    metas = [m for m in load.run_meta(machine_dir.parent, machine_dir.name, started, out)
+           runs_by_side: dict, rc: int, out, resume_hint: str, runs_under: str | None = None) -> int:
+    """The batch's end: failures and flagged runs said, the batch record written, the exit status.
+    ``runs_under``: the machine folders holding its runs (a pattern; default the batch's machine)."""
+    metas = [m for m in load.run_meta(machine_dir.parent, runs_under or machine_dir.name, started, out)
              if m.get("batch") == record["batch"]]
     failures, warnings = summarize(metas, names)
     for line in warnings + failures:

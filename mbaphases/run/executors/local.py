@@ -158,7 +158,7 @@ class LocalExecutor:
         """asv for one run of ``sha`` in an existing environment: asv takes no range there and runs the
         head of every configured branch, so a config copy naming only this commit (one per commit:
         two may run at once in a pair)."""
-        one = self.suite_dir / f"asv.existing.{sha[:12]}.resolved.conf.json"
+        one = self.conf_path.parent / f"asv.existing.{sha[:12]}.resolved.conf.json"  # beside its config
         one.write_text(json.dumps({**self.conf, "branches": [sha]}, indent=2))
         cmd = [c if c != str(self.conf_path) else str(one) for c in self.base]
         return cmd + ["-E", f"existing:{python}", "--set-commit-hash", sha, "-a", "rounds=1"]

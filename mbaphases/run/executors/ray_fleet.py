@@ -1,0 +1,372 @@
+"""A fleet on Ray: pair blocks as the unit of work, each on one slot of one node.
+
+A node offers slots with the custom resource ``mbaphases_slot``
+(``ray start --resources '{"mbaphases_slot": N}'``): N CPU sets of the profile's size it gives the
+suite, so Ray never places more blocks on a node than it has slots. A block is one pair of one
+round: both sides in turns on one slot, every case of the batch, never split over nodes. It runs in
+a staging folder of its own on the node (asv's results, the raw runs, asv's machine file) and comes
+back to the driver whole or not at all: a node lost mid-block loses that block only, and Ray runs it
+again on another node. The driver stores each block under the machine name of the node's hardware
+class (``<machine>-<fingerprint>``): classes are never pooled, nodes of one class are blocks of one
+comparison.
+
+The nodes see the suite folder, the sides' checkouts and environments at the driver's paths (a
+shared filesystem, docs/fleet.md).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from asv import results as asv_results
+from asv import runner as asv_runner
+
+from mbaphases import hardware
+from mbaphases.errors import UsageError
+from mbaphases.formal_lock import HOLDER_VAR
+from mbaphases.run import design as design_mod
+from mbaphases.run.executors import local
+from mbaphases.run.prepare import ensure_machine, worktrees
+
+try:
+    import ray
+except ImportError:  # the fleet's extra (mbaphases[fleet]): one machine runs without it
+    ray = None
+
+SLOT = "mbaphases_slot"
+SLOT_LOCKS = Path(tempfile.gettempdir()) / "mbaphases-slots"  # host-wide: two nodes on one host share CPUs
+RETRIES = 2  # a block whose node was lost runs again elsewhere, at most this many times
+INSECURE_WHY = ("a Ray cluster without token authentication runs the code of anyone who reaches it on every "
+                "node")
+
+
+@dataclass(frozen=True)
+class Fleet:
+    address: str  # auto, HOST:PORT or ray://HOST:PORT
+    insecure: bool = False  # sent to a cluster without token authentication, as asked
+
+
+def join(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None) -> dict:
+    """The fleet's slots per node, after what a fleet batch cannot be is refused."""
+    if not design.paired:
+        raise UsageError(f"--fleet runs pair blocks; --design {design.kind} runs one side at a time: --design turns "
+                         "or pairs")
+    if not design.share_cpu:
+        raise UsageError("--fleet runs a pair's two sides in turns on one slot: --design turns")
+    if until_decisive is not None:
+        raise UsageError("--fleet with --until-decisive: a fleet runs the pinned rounds; run the extra rounds "
+                         "with --runs")
+    return connect(fleet.address, fleet.insecure)
+
+
+def class_machines(machine: str) -> str:
+    """The pattern of the machine names a fleet batch stores its runs under (one per hardware class)."""
+    return f"{machine}-" + "[0-9a-f]" * 6
+
+
+def connect(address: str, insecure: bool) -> dict:
+    """Joins the cluster at ``address`` (``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``) and returns its
+    slots per node. Refused, before anything is sent, where this driver does not authenticate with a
+    token (unless ``insecure``), or where no node offers a slot."""
+    if os.environ.get("RAY_AUTH_MODE") != "token" and not insecure:
+        raise UsageError(f"--fleet {address}: this driver does not use token authentication (RAY_AUTH_MODE=token "
+                         f"and the cluster's token); {INSECURE_WHY}; --fleet-insecure sends the work anyway")
+    if ray is None:
+        raise UsageError(f"--fleet {address}: Ray is not installed here; pip install 'mbaphases[fleet]' (ray==2.60.0)")
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise UsageError(f"--fleet {address}: cannot join the cluster ({str(e).splitlines()[0]}); valid: auto, "
+                         "HOST:PORT or ray://HOST:PORT of a running cluster") from None
+    slots = {n["NodeID"]: int(n["Resources"].get(SLOT, 0)) for n in ray.nodes() if n["Alive"]}
+    slots = {k: v for k, v in slots.items() if v}
+    if not slots:
+        ray.shutdown()
+        raise UsageError(f"--fleet {address}: no node offers a slot (start nodes with --resources "
+                         f"'{{\"{SLOT}\": N}}', N CPU sets of the profile's size)")
+    return slots
+
+
+def balanced(todo: list[tuple]) -> list[tuple]:
+    """The blocks in the order they are handed out: round by round (each side first in half its pairs,
+    as the local runner orders them), so whichever nodes take them, every stretch of the fleet's time
+    holds every pair of sides alike."""
+    return sorted(todo, key=lambda item: (item[3], item[1]))
+
+
+@contextlib.contextmanager
+def slot_of(size: int, cpus: list[int]):
+    """One free CPU set of ``size`` on this host, held until the block ends (a file lock per set:
+    Ray's resource counts per node, this keeps two nodes of one host off each other's CPUs)."""
+    SLOT_LOCKS.mkdir(parents=True, exist_ok=True)
+    sets = [cpus[i:i + size] for i in range(0, len(cpus) - size + 1, size)] or [cpus]
+    while True:
+        for s in sets:
+            handle = open(SLOT_LOCKS / ("cpus-" + "-".join(map(str, s)) + ".lock"), "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            try:
+                yield s
+            finally:
+                handle.close()
+            return
+        time.sleep(0.5)
+
+
+def node_machine(prefix: str) -> tuple[str, dict]:
+    """The machine name a node's blocks are stored under: the batch's machine and the node's hardware
+    fingerprint (one name per hardware class)."""
+    described = hardware.describe()
+    return f"{prefix}-{hardware.fingerprint(described)}", described
+
+
+def run_block(spec: dict) -> dict:
+    """On a node: one pair block in a staging folder of its own; returns its files (nothing partial:
+    a block that did not end returns nothing)."""
+    machine, described = node_machine(spec["machine"])
+    staging = Path(tempfile.mkdtemp(prefix=f"mbaphases-block-{spec['name']}-"))
+    try:
+        conf = {**absolute_paths(spec["conf"], Path(spec["suite_dir"])), "results_dir": str(staging / "results")}
+        conf_path = staging / "asv.block.conf.json"
+        conf_path.write_text(json.dumps(conf, indent=2))
+        # asv's machine file in the staging folder: blocks starting at once never share one
+        env = {**os.environ, **spec["env"], "HOME": str(staging), "MBAPHASES_RAW_DIR": str(staging / "raw-runs"),
+               "MBAPHASES_MACHINE": machine}
+        with _home(staging):
+            ensure_machine(conf_path, machine)
+        base = [spec["python"], "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
+                "--record-samples", "--show-stderr"]
+        design = design_mod.Design(**spec["design"])
+        with slot_of(spec["slot_size"], sorted(os.sched_getaffinity(0))) as cpus:
+            # the slot's lock is this block's formal-run lock: its entry runs count it as theirs
+            env[HOLDER_VAR] = f"fleet block {spec['batch']}/{spec['name']} on CPU {','.join(map(str, cpus))}"
+            slots = local.Slots([cpus], spec["slot_size"], cpus)
+            executor = local.LocalExecutor(base, conf, conf_path, Path(spec["suite_dir"]), None, env, spec["names"],
+                                           spec["batch"], slots, io.StringIO(), pythons=spec["pythons"])
+            started, procs = [], []
+            try:
+                executor._start_pair(design, tuple(spec["item"]), 0, spec["pair_count"], spec["attempt"],
+                                     Path(spec["trees"]), started, procs)
+            except BaseException:
+                local.processes.end_all(procs)
+                raise
+            codes = local._wait_pairs(started)
+        files = {str(p.relative_to(staging)): p.read_bytes() for p in sorted(staging.rglob("*"))
+                 if p.is_file() and p.parts[len(staging.parts)] in ("raw-runs", "results")}
+        return {"machine": machine, "hardware": described, "cpus": cpus, "codes": codes, "files": files,
+                "node": _node_id(), "log": executor.out.getvalue()}
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def absolute_paths(conf: dict, suite_dir: Path) -> dict:
+    """asv reads a config's folders relative to the config's own folder: the block's config lives in
+    its staging folder, so its folders are named whole."""
+    out = dict(conf)
+    for key in ("benchmark_dir", "env_dir", "html_dir", "repo"):
+        if key in out and not Path(out[key]).is_absolute() and (suite_dir / out[key]).exists():
+            out[key] = str(suite_dir / out[key])
+    return out
+
+
+@contextlib.contextmanager
+def _home(path: Path):
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = str(path)
+    try:
+        yield
+    finally:
+        if old is not None:
+            os.environ["HOME"] = old
+
+
+def _node_id() -> str:
+    return ray.get_runtime_context().get_node_id()
+
+
+def store_block(done: dict, suite_dir: Path, results_dir: Path) -> list[dict]:
+    """A block's files into the driver's store under its machine: raw runs at the next free run
+    numbers of each commit (never over a file), asv's samples appended to asv's own results file.
+    Returns the runs stored ({sha, run})."""
+    machine = done["machine"]
+    runs: dict[tuple[str, str], dict[str, bytes]] = {}  # (sha, stem) -> file suffix -> content
+    for p, data in done["files"].items():
+        parts = Path(p).parts
+        if parts[0] == "raw-runs" and len(parts) == 4:
+            stem, suffix = parts[3].split(".", 1)
+            runs.setdefault((parts[2], stem), {})[suffix] = data
+    stored = []
+    for (sha, _), files in sorted(runs.items()):
+        folder = suite_dir / "raw-runs" / machine / sha
+        k = _next_free(folder)
+        for suffix, data in files.items():
+            if suffix == "meta.json":
+                meta = json.loads(data)
+                meta["fleet"] = {"node": done["node"], "cpus": done["cpus"], "block_run": meta.get("run")}
+                meta["run"] = k
+                data = json.dumps(meta, indent=2).encode()
+            with open(folder / f"run{k}.{suffix}", "xb") as f:  # never over a stored file
+                f.write(data)
+        stored.append({"sha": sha, "run": k})
+    for p, data in done["files"].items():
+        parts = Path(p).parts
+        if parts[0] != "results":
+            continue
+        if len(parts) == 3 and parts[2] != "machine.json":
+            _append_results(results_dir, machine, parts[2], data)
+        else:  # the machine's description and the benchmarks' list: asv's, the same from every block
+            target = results_dir.joinpath(*parts[1:])
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+    return stored
+
+
+def _next_free(folder: Path) -> int:
+    folder.mkdir(parents=True, exist_ok=True)
+    k = 1 + sum(1 for _ in folder.glob("run*.meta.json"))
+    while any(folder.glob(f"run{k}.*")):
+        k += 1
+    return k
+
+
+def _append_results(results_dir: Path, machine: str, name: str, data: bytes) -> None:
+    """asv's results of one block added to the driver's file for that commit and environment, the
+    samples appended by asv's own code (as ``asv run --append-samples`` would)."""
+    target = results_dir / machine / name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        block_file = Path(tmp) / machine / name
+        block_file.parent.mkdir(parents=True)
+        block_file.write_bytes(data)
+        block = asv_results.Results.load(str(block_file), machine)
+    stored = asv_results.Results.load(str(target), machine)
+    for key in block.get_all_result_keys():
+        params = block.get_result_params(key)
+        stats = block.get_result_stats(key, params)
+        number = [s.get("number") if s else None for s in stats]
+        result = asv_runner.BenchmarkResult(result=block.get_result_value(key, params),
+                                            samples=block.get_result_samples(key, params), number=number,
+                                            errcode=0, stderr="", profile=None)
+        stored.add_result({"name": key, "version": block.benchmark_version[key], "params": params}, result,
+                          record_samples=True, append_samples=True)
+    stored.save(str(results_dir))
+
+
+@dataclass
+class RayExecutor:
+    """Runs a batch's pair blocks on the slots of a Ray cluster's nodes; the driver keeps the store."""
+    local: local.LocalExecutor  # the batch's settings (command, config, environment, names)
+    address: str
+    node_slots: dict  # node id -> slots it offers
+    machine: str
+    blocks: list[dict] = field(default_factory=list)  # every block as it ended (the batch record's fleet part)
+    unit_seconds: list[float] = field(default_factory=list)
+    not_started: int = 0
+
+    # the batch's settings are the local executor's
+    slots = property(lambda self: self.local.slots)
+    batch = property(lambda self: self.local.batch)
+    names = property(lambda self: self.local.names)
+    conf_path = property(lambda self: self.local.conf_path)
+    deadline = property(lambda self: self.local.deadline)
+
+    def say(self, text: str) -> None:
+        self.local.say(text)
+
+    def late_by(self) -> float | None:
+        return None
+
+    def as_record(self) -> dict:
+        return {"address": self.address, "nodes": self.node_slots, "blocks": self.blocks}
+
+    def plan_lines(self) -> list[str]:
+        n = sum(self.node_slots.values())
+        return [f"fleet: {len(self.node_slots)} node{'s' if len(self.node_slots) != 1 else ''} of the Ray cluster at "
+                f"{self.address}, {n} slot{'s' if n != 1 else ''} of {self.local.slots.size} CPU"
+                f"{'s' if self.local.slots.size != 1 else ''}; a block is one pair of one round, both sides in turns "
+                "on one slot of one node; each hardware class stored under its own machine name"]
+
+    def run_solo(self, shas, rounds, tag) -> int:
+        raise UsageError("--fleet runs pair blocks: --design pairs or turns")
+
+    def profile_sides(self, sides, machine_dir) -> list:
+        self.say("[fleet] no function profiles on a fleet: `mbaphases run --profile-functions` on one machine")
+        return []
+
+    def run_pairs(self, design: design_mod.Design, pairs_of, rounds: int, first_round: int,
+                  done: set[str] = frozenset(), attempt: int = 0) -> int:
+        """Every block of ``rounds`` rounds on the fleet's slots, as many at once as it has; each block's
+        files stored as it ends (a line each, with an estimate of the rest)."""
+        todo, pair_count = [], {}
+        for k in range(first_round, first_round + rounds):
+            pairs = pairs_of(k)
+            pair_count[k] = len(pairs)
+            todo += [(f"r{k + 1}p{i + 1}", i, pair, k) for i, pair in enumerate(pairs) if f"r{k + 1}p{i + 1}" not in done]
+        if not todo:
+            return 0
+        trees = worktrees(self.local.suite_dir, self.local.repo_path, sorted({x["sha"] for it in todo for x in it[2]}))
+        remote = ray.remote(run_block).options(num_cpus=0, resources={SLOT: 1}, max_retries=RETRIES,
+                                              retry_exceptions=False)
+        began = time.time()
+        pending = {remote.remote(self._spec(design, item, pair_count, attempt, trees)): item for item in balanced(todo)}
+        self.say(f"[fleet] {len(pending)} block{'s' if len(pending) != 1 else ''} on {sum(self.node_slots.values())} "
+                 "slots")
+        rc = 0
+        try:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                item = pending.pop(ready[0])
+                try:
+                    finished = ray.get(ready[0])
+                except (ray.exceptions.RayError, ray.exceptions.TaskCancelledError) as e:
+                    self.say(f"[fleet] block {item[0]} lost ({type(e).__name__}): nothing of it is kept")
+                    rc = rc or 2
+                    continue
+                stored = store_block(finished, self.local.suite_dir, self._results_dir())
+                rc = rc or max(finished["codes"])
+                self.unit_seconds.append(time.time() - began)
+                left = len(pending)
+                rate = (time.time() - began) / (len(self.blocks) + 1)
+                self.blocks.append({"block": item[0], "node": finished["node"], "machine": finished["machine"],
+                                    "hardware": hardware.text(finished["hardware"]), "cpus": finished["cpus"],
+                                    "runs": stored, "ended": time.time()})
+                self.say(f"[fleet] block {item[0]} ended on node {finished['node'][:8]} ({finished['machine']}, CPU "
+                         f"{','.join(map(str, finished['cpus']))}): {len(stored)} runs kept; {left} left, about "
+                         f"{rate * left / max(1, min(left, sum(self.node_slots.values()))):.0f} s")
+        except BaseException:
+            for ref in pending:  # every block on every node ends with the driver
+                ray.cancel(ref, force=False)
+            raise
+        return rc
+
+    def _results_dir(self) -> Path:
+        return self.local.suite_dir / self.local.conf.get("results_dir", "results")  # absolute stays absolute
+
+    def _spec(self, design, item, pair_count, attempt, trees) -> dict:
+        name, i, pair, k = item
+        return {"machine": self.machine, "name": name, "conf": self.local.conf, "env": self._env(),
+                "python": self.local.base[0], "design": {"kind": design.kind, "pairing": design.pairing,
+                                                         "turn_ms": design.turn_ms},
+                "slot_size": self.local.slots.size, "suite_dir": str(self.local.suite_dir), "names": self.local.names,
+                "batch": self.local.batch, "pythons": self.local.pythons, "item": [name, i, list(pair), k],
+                "pair_count": pair_count, "attempt": attempt, "trees": str(trees)}
+
+    def _env(self) -> dict:
+        # the batch's variables, not the driver's shell: a node has its own PATH, HOME and Ray's; the
+        # driver's formal-run lock is no node's (each block holds its slot's)
+        return {k: v for k, v in self.local.env.items() if k.startswith("MBAPHASES_") and k != HOLDER_VAR}
