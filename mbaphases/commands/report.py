@@ -3,6 +3,7 @@ written and printed; a bundle packs the same sides with the report."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from mbaphases import analysis, inputs, load, outputs, published, tables, until_decisive
 from mbaphases import bundle as bundle_mod
+from mbaphases import classes as classes_mod
 from mbaphases import gate as gate_mod
 from mbaphases.errors import UsageError
 from mbaphases.inputs import load_asv_conf
@@ -270,10 +272,44 @@ def report_command(args) -> int:
                         else str(root / "exceptions.toml")),
             reference=opts.reference or manifest.get("reference"))
     try:
+        classes = _fleet_classes(opts)
+        if classes:
+            return _per_class(opts, classes)
         return make_report(opts)[0]
     finally:
         if bundle_dir is not None:
             bundle_dir.cleanup()
+
+
+def _fleet_classes(opts: ReportOptions) -> dict[str, dict]:
+    """The hardware classes where --machine names a fleet batch's machine (its runs are stored under
+    one machine name per class); empty otherwise."""
+    if opts.machine is None or opts.bundle_manifest or opts.baseline_raw or opts.candidate_raw:
+        return {}
+    pins, pins_path = _pins(opts.pins)
+    config = Path(opts.config) if opts.config else _config_of(pins, pins_path)
+    root = Path(opts.results).parent if opts.results else config.resolve().parent
+    return classes_mod.fleet_classes(root / "raw-runs", opts.machine)
+
+
+def _per_class(opts: ReportOptions, classes: dict[str, dict]) -> int:
+    """A fleet batch: one report per hardware class (``<out>/<machine>/``), never pooled, and the
+    line per candidate saying whether the classes agree (``classes.md``, ``classes.json``)."""
+    out = inputs.writable_dir(Path(opts.out), "--out")
+    summaries, codes = {}, []
+    for machine in classes:
+        sub = dataclasses.replace(opts, machine=machine, out=str(out / machine), html=None, quiet=True)
+        codes.append(make_report(sub)[0])
+        summaries[machine] = json.loads((out / machine / "summary.json").read_text())
+    agreed = classes_mod.agreement(classes, summaries)
+    classes_mod.write(out, agreed)
+    if not opts.quiet:
+        print(f"{len(classes)} hardware class{'es' if len(classes) != 1 else ''} of the fleet, each reported alone "
+              f"under {out}/<machine>/:")
+        for line in classes_mod.lines(agreed):
+            print(f"  {line}")
+        print(f"classes: {out / 'classes.md'}")
+    return max(codes)
 
 
 @dataclass

@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,8 +157,10 @@ def run_block(spec: dict) -> dict:
                                            spec["batch"], slots, io.StringIO(), pythons=spec["pythons"])
             started, procs = [], []
             try:
-                executor._start_pair(design, tuple(spec["item"]), 0, spec["pair_count"], spec["attempt"],
-                                     Path(spec["trees"]), started, procs)
+                # a pair id of this execution's own: a block Ray runs again after its node was lost must
+                # not be released by the markers of the lost one
+                executor._start_pair(design, tuple(spec["item"]), 0, spec["pair_count"],
+                                     f"{spec['attempt']}x{uuid.uuid4().hex[:6]}", Path(spec["trees"]), started, procs)
             except BaseException:
                 local.processes.end_all(procs)
                 raise
@@ -338,12 +341,15 @@ class RayExecutor:
                     rc = rc or 2
                     continue
                 stored = store_block(finished, self.local.suite_dir, self._results_dir())
+                if max(finished["codes"]):  # asv's own lines say what failed
+                    self.say(finished["log"].rstrip())
                 rc = rc or max(finished["codes"])
                 self.unit_seconds.append(time.time() - began)
                 left = len(pending)
                 rate = (time.time() - began) / (len(self.blocks) + 1)
                 self.blocks.append({"block": item[0], "node": finished["node"], "machine": finished["machine"],
-                                    "hardware": hardware.text(finished["hardware"]), "cpus": finished["cpus"],
+                                    "hardware": hardware.text(finished["hardware"]), "cpu": finished["hardware"]["cpu"],
+                                    "cpus": finished["cpus"],
                                     "runs": stored, "ended": time.time()})
                 self.say(f"[fleet] block {item[0]} ended on node {finished['node'][:8]} ({finished['machine']}, CPU "
                          f"{','.join(map(str, finished['cpus']))}): {len(stored)} runs kept; {left} left, about "

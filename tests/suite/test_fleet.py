@@ -1,0 +1,197 @@
+"""The fleet on Ray (mbaphases run --fleet): a real Ray cluster of several nodes on this machine, token
+authentication on, loopback only, the demo target at the tiny profile. Pair blocks spread over the
+nodes' slots, a node under a second hardware label (a test-only setting) reported as its own class,
+a node lost mid-block, Ctrl-C at the driver, resume."""
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from test_suite_asv import make_suite, run_mbaphases
+
+from mbaphases.demo_repo import generate
+
+pytestmark = pytest.mark.slow  # a Ray cluster and real asv runs: minutes
+
+# token authentication on; Ray's node address on the loopback interface (Ray names the host's own
+# address otherwise), so nothing outside this machine reaches the test's cluster
+TOKEN = secrets.token_hex(16)
+CLUSTER_ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cluster")
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("ray_cluster.py")), str(folder)],
+                            env={**os.environ, **CLUSTER_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _until(lambda: (folder / "address").exists() or proc.poll() is not None, 120), "the cluster started"
+        assert proc.poll() is None, "the cluster started"
+        suite = make_suite(tmp_path_factory.mktemp("fleet"), "mba-dev")
+        generate(suite / "demo-target")
+        yield suite, Cluster(folder, (folder / "address").read_text())
+    finally:
+        (folder / "stop").write_text("")
+        proc.wait(timeout=120)
+
+
+@dataclass
+class Cluster:
+    folder: Path
+    address: str
+
+    def remove_node(self, i: int) -> None:
+        (self.folder / f"remove-{i}").write_text("")
+        assert _until(lambda: (self.folder / f"removed-{i}").exists(), 60)
+
+
+def driver(suite, cluster, machine, *extra, env=None):
+    args = ["run", "--fleet", cluster.address, "--design", "turns", "--profile", "tiny", "--machine", machine, *extra]
+    return [sys.executable, "-m", "mbaphases.cli", *args], {**os.environ, **CLUSTER_ENV,
+                                                            "MBAPHASES_LOCK": str(suite / "formal.lock"), **(env or {})}
+
+
+def metas_of(suite, machine):
+    return [json.loads(p.read_text()) for p in (suite / "raw-runs").glob(f"{machine}-*/*/run*.meta.json")]
+
+
+def record_of(suite, machine):
+    (path,) = (suite / "raw-runs" / machine / "batches").glob("*.json")
+    return json.loads(path.read_text())
+
+
+def test_blocks_spread_over_the_nodes_slots_and_each_hardware_class_is_reported_alone(fleet, tmp_path):
+    suite, cluster = fleet
+    rounds = 4
+    cmd, env = driver(suite, cluster, "fleetbox", "--runs", str(rounds))
+    p = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "fleet: 2 nodes of the Ray cluster" in p.stdout and "2 slots of 1 CPU" in p.stdout
+    assert p.stdout.count("[fleet] block r") == rounds
+    metas = metas_of(suite, "fleetbox")
+    assert len(metas) == 2 * rounds and all(not m["failed_cases"] for m in metas)
+    record = record_of(suite, "fleetbox")
+    assert record["state"] == "finished" and record["recorded_runs"] == 2 * rounds
+    blocks = record["fleet"]["blocks"]
+    assert len(blocks) == rounds and len({b["node"] for b in blocks}) == 2, blocks
+    machines = {b["machine"] for b in blocks}
+    assert len(machines) == 2 and sum("second-class" in b["cpu"] for b in blocks) >= 1
+    # never two blocks on one slot at once: a slot's pairs follow each other
+    by_slot = {}
+    for m in metas:
+        span = by_slot.setdefault(tuple(m["fleet"]["cpus"]), {}).setdefault(m["duet"]["pair"], [m["started"], m["ended"]])
+        span[0], span[1] = min(span[0], m["started"]), max(span[1], m["ended"])
+    for spans in by_slot.values():
+        ordered = sorted(spans.values())
+        assert all(b[0] >= a[1] for a, b in zip(ordered, ordered[1:])), ordered
+    # a run's files as a local run's: four files a run, asv's store holding every run of its class
+    for machine in machines:
+        for sha_dir in (suite / "raw-runs" / machine).iterdir():
+            runs = sorted(x.name.split(".")[0] for x in sha_dir.glob("run*.meta.json"))
+            for run in runs:
+                assert all((sha_dir / f"{run}.{ext}").stat().st_size > 0 for ext in ("json", "csv", "log", "meta.json"))
+            (stored,) = (suite / "results" / machine).glob(f"{sha_dir.name[:8]}-*.json")
+            doc = json.loads(stored.read_text())
+            samples = doc["results"]["collector.CollectorActive.entry_active_time"][doc["result_columns"].index("samples")]
+            assert [len(s) for s in samples] == [len(runs)] * len(samples)
+    r = run_mbaphases(suite, "report", "--machine", "fleetbox", "--min-runs", "1", "--out", str(tmp_path / "rep"),
+                      env={"MBAPHASES_PROFILE": "tiny"})
+    assert r.returncode in (0, 1), r.stderr
+    classes = json.loads((tmp_path / "rep" / "classes.json").read_text())
+    (cand,) = classes["candidates"]
+    assert {c["machine"] for c in cand["classes"]} == machines
+    assert all((tmp_path / "rep" / m / "summary.json").is_file() for m in machines)
+    assert "hardware-dependent" in r.stdout or " on " in r.stdout
+
+
+def test_a_driver_without_token_authentication_is_refused_before_anything_runs(fleet):
+    suite, cluster = fleet
+    cmd, env = driver(suite, cluster, "nobody", "--runs", "1")
+    env.pop("RAY_AUTH_MODE")
+    p = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and p.stderr.count("error:") == 1 and "token authentication" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and p.stdout == ""
+    env["RAY_AUTH_MODE"], env["RAY_AUTH_TOKEN"] = "token", secrets.token_hex(16)  # not the cluster's token
+    p = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "cannot join the cluster" in p.stderr, p.stderr[-2000:]
+    assert not (suite / "raw-runs" / "nobody").exists()
+
+
+def _suite_processes(suite) -> list[str]:
+    """Processes of this test's suite still running (by their command line)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(suite) in cmdline and "pytest" not in cmdline:
+            found.append(f"{proc.name}: {cmdline[:200]}")
+    return found
+
+
+def _new_blocks_under_way(suite, before: set) -> list[Path]:
+    """Pair blocks (their barrier folders) begun since ``before`` whose second case has started."""
+    return [d for d in (suite / ".asv" / "duet").glob("*/r*") if d not in before and (d / "case1.0").exists()]
+
+
+def _until(predicate, timeout_s: float) -> bool:
+    end = time.time() + timeout_s
+    while time.time() < end:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_ctrl_c_at_the_driver_ends_every_block_and_resume_goes_on(fleet):
+    suite, cluster = fleet
+    rounds = 6
+    cmd, env = driver(suite, cluster, "stopbox", "--runs", str(rounds))
+    before = set((suite / ".asv" / "duet").glob("*/r*"))
+    proc = subprocess.Popen(cmd, cwd=suite, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert _until(lambda: len(_new_blocks_under_way(suite, before)) >= 2, 300), "two blocks under way"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-3000:]
+    assert "interrupted" in out and "--resume" in out
+    assert _until(lambda: not _suite_processes(suite), 30), _suite_processes(suite)
+    kept = len(metas_of(suite, "stopbox"))
+    assert kept < 2 * rounds
+    p = subprocess.run(cmd + ["--resume"], cwd=suite, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "resuming batch" in p.stdout
+    metas = metas_of(suite, "stopbox")
+    pairs = {m["duet"]["pair"].split("/")[1].split(".")[0] for m in metas}
+    assert pairs == {f"r{k + 1}p1" for k in range(rounds)} and len(metas) == 2 * rounds
+    assert record_of(suite, "stopbox")["state"] == "finished"
+
+
+def test_a_node_lost_mid_block_has_its_block_run_again_on_another(fleet):
+    """Runs last: it takes one of the cluster's nodes away."""
+    suite, cluster = fleet
+    rounds = 4
+    cmd, env = driver(suite, cluster, "lostbox", "--runs", str(rounds))
+    before = set((suite / ".asv" / "duet").glob("*/r*"))
+    proc = subprocess.Popen(cmd, cwd=suite, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert _until(lambda: len(_new_blocks_under_way(suite, before)) >= 2, 300), "both nodes mid-block"
+    cluster.remove_node(1)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    metas = metas_of(suite, "lostbox")
+    pairs = {}
+    for m in metas:
+        pairs.setdefault(m["duet"]["pair"].split("/")[1].split(".")[0], []).append(m)
+    assert sorted(pairs) == [f"r{k + 1}p1" for k in range(rounds)], sorted(pairs)
+    assert all(len(v) == 2 and v[0]["duet"]["pair"] == v[1]["duet"]["pair"] for v in pairs.values()), \
+        "each block's two runs, from one execution of it"
+    blocks = record_of(suite, "lostbox")["fleet"]["blocks"]
+    assert len(blocks) == rounds
