@@ -44,6 +44,7 @@ def add_parser(sub) -> None:
     a.add_argument("--python", default=None, help="use this existing python instead of building environments "
                                                    "(refs of a repository only)")
     target.add_design_arguments(a)
+    target.add_fleet_arguments(a)
     a.add_argument("--deadline-min", type=float, default=None,
                    help="end the runs within this many minutes (mbaphases run --deadline-min): a CI job's cap less "
                         "the environments' and the report's time; the report says what is still open")
@@ -152,6 +153,9 @@ def slug(base: str, cand: str) -> str:
 def main(args) -> int:
     deadline = target.deadline(args.deadline_min)
     summary_path = inputs.writable_file(Path(args.summary), "--summary") if args.summary else None
+    if summary_path is not None and args.fleet:
+        raise UsageError("--summary with --fleet: a fleet's report is one per hardware class; "
+                         "`mbaphases report --machine M --out DIR` writes each class's summary.json")
     kind = _kind(args)
     doc = pins_doc(args, kind)
     name = slug(doc["baseline"]["label"], doc["candidates"][0]["label"])
@@ -178,11 +182,12 @@ def main(args) -> int:
     runs = args.runs if args.runs is not None else int(pins["runs"])
     # the run takes its design from the file the user will repeat, not from a second copy of the choice
     design = design_mod.settle(pins, takes_turns=target.entry_takes_turns(args.repo if kind == "field" else None))
+    fleet = target.fleet_setting(args, pins)
     try:
         with prepare.formal_run_lock(f"mbaphases ab {pins_path}", 60 * args.lock_timeout_min):
             rc = batch.run_sides(conf, pins, runs, args.machine, args.python,
                                   profile_functions=bool(pins.get("profile_functions", False)), design=design,
-                                 deadline=deadline)
+                                 deadline=deadline, fleet=fleet)
     except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
         return prepare.EXIT_LOCK_TIMEOUT
@@ -191,6 +196,8 @@ def main(args) -> int:
     machine = args.machine or prepare.default_machine(pins["active_profile"]["name"], design.paired)
     opts = report.ReportOptions(out=str(out), config=str(conf), pins=str(pins_path), machine=machine,
                                 html=str(out / "page"))
+    if fleet is not None:  # one report per hardware class, and whether they agree
+        return max(report.per_class(opts, report.fleet_classes(opts)), rc)
     verdict, _ = report.make_report(opts)  # prints where the report and its page are
     if summary_path is not None:
         ci_summary.write(out / "summary.json", summary_path, str(out / "page" / "index.html"))

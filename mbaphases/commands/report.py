@@ -272,16 +272,16 @@ def report_command(args) -> int:
                         else str(root / "exceptions.toml")),
             reference=opts.reference or manifest.get("reference"))
     try:
-        classes = _fleet_classes(opts)
+        classes = fleet_classes(opts)
         if classes:
-            return _per_class(opts, classes)
+            return per_class(opts, classes)
         return make_report(opts)[0]
     finally:
         if bundle_dir is not None:
             bundle_dir.cleanup()
 
 
-def _fleet_classes(opts: ReportOptions) -> dict[str, dict]:
+def fleet_classes(opts: ReportOptions) -> dict[str, dict]:
     """The hardware classes where --machine names a fleet batch's machine (its runs are stored under
     one machine name per class); empty otherwise."""
     if opts.machine is None or opts.bundle_manifest or opts.baseline_raw or opts.candidate_raw:
@@ -292,7 +292,7 @@ def _fleet_classes(opts: ReportOptions) -> dict[str, dict]:
     return classes_mod.fleet_classes(root / "raw-runs", opts.machine)
 
 
-def _per_class(opts: ReportOptions, classes: dict[str, dict]) -> int:
+def per_class(opts: ReportOptions, classes: dict[str, dict]) -> int:
     """A fleet batch: one report per hardware class (``<out>/<machine>/``), never pooled, and the
     line per candidate saying whether the classes agree (``classes.md``, ``classes.json``)."""
     out = inputs.writable_dir(Path(opts.out), "--out")

@@ -16,6 +16,7 @@ import pytest
 from test_suite_asv import make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
+from mbaphases.run.executors.ray_fleet import changed_hardware
 
 pytestmark = pytest.mark.slow  # a Ray cluster and real asv runs: minutes
 
@@ -195,3 +196,13 @@ def test_a_node_lost_mid_block_has_its_block_run_again_on_another(fleet):
         "each block's two runs, from one execution of it"
     blocks = record_of(suite, "lostbox")["fleet"]["blocks"]
     assert len(blocks) == rounds
+
+
+def test_a_node_whose_hardware_changes_inside_a_batch_is_refused():
+    seen = {}
+    first = {"node": "n1" * 8, "machine": "box-aaaaaa"}
+    assert changed_hardware(seen, first) is None
+    seen[first["node"]] = first["machine"]
+    assert changed_hardware(seen, {**first}) is None
+    why = changed_hardware(seen, {**first, "machine": "box-bbbbbb"})
+    assert "box-aaaaaa" in why and "box-bbbbbb" in why and "not kept" in why

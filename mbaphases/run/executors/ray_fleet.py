@@ -198,6 +198,17 @@ def _node_id() -> str:
     return ray.get_runtime_context().get_node_id()
 
 
+def changed_hardware(node_machine: dict, finished: dict) -> str | None:
+    """Why a block is refused when its node's hardware fingerprint is not the one its earlier blocks
+    had (a node resized or replaced under the same id: its runs would join another class's); None
+    when it is the same, or the node's first block."""
+    before = node_machine.get(finished["node"])
+    if before is None or before == finished["machine"]:
+        return None
+    return (f"node {finished['node'][:8]} was {before} and is now {finished['machine']}: its hardware changed "
+            "inside the batch; the block is not kept (the node's blocks are refused for this batch)")
+
+
 def store_block(done: dict, suite_dir: Path, results_dir: Path) -> list[dict]:
     """A block's files into the driver's store under its machine: raw runs at the next free run
     numbers of each commit (never over a file), asv's samples appended to asv's own results file.
@@ -278,7 +289,7 @@ class RayExecutor:
     node_slots: dict  # node id -> slots it offers
     machine: str
     blocks: list[dict] = field(default_factory=list)  # every block as it ended (the batch record's fleet part)
-    unit_seconds: list[float] = field(default_factory=list)
+    node_machine: dict = field(default_factory=dict)  # node id -> the machine (hardware class) its blocks had
     not_started: int = 0
 
     # the batch's settings are the local executor's
@@ -333,32 +344,36 @@ class RayExecutor:
         try:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
-                item = pending.pop(ready[0])
-                try:
-                    finished = ray.get(ready[0])
-                except (ray.exceptions.RayError, ray.exceptions.TaskCancelledError) as e:
-                    self.say(f"[fleet] block {item[0]} lost ({type(e).__name__}): nothing of it is kept")
-                    rc = rc or 2
-                    continue
-                stored = store_block(finished, self.local.suite_dir, self._results_dir())
-                if max(finished["codes"]):  # asv's own lines say what failed
-                    self.say(finished["log"].rstrip())
-                rc = rc or max(finished["codes"])
-                self.unit_seconds.append(time.time() - began)
-                left = len(pending)
-                rate = (time.time() - began) / (len(self.blocks) + 1)
-                self.blocks.append({"block": item[0], "node": finished["node"], "machine": finished["machine"],
-                                    "hardware": hardware.text(finished["hardware"]), "cpu": finished["hardware"]["cpu"],
-                                    "cpus": finished["cpus"],
-                                    "runs": stored, "ended": time.time()})
-                self.say(f"[fleet] block {item[0]} ended on node {finished['node'][:8]} ({finished['machine']}, CPU "
-                         f"{','.join(map(str, finished['cpus']))}): {len(stored)} runs kept; {left} left, about "
-                         f"{rate * left / max(1, min(left, sum(self.node_slots.values()))):.0f} s")
+                rc = self._ended(pending.pop(ready[0]), ready[0], began, len(pending)) or rc
         except BaseException:
             for ref in pending:  # every block on every node ends with the driver
                 ray.cancel(ref, force=False)
             raise
         return rc
+
+    def _ended(self, item: tuple, ref, began: float, left: int) -> int:
+        """One block's end: stored (unless lost, or from a node whose hardware changed), a line said."""
+        try:
+            finished = ray.get(ref)
+        except (ray.exceptions.RayError, ray.exceptions.TaskCancelledError) as e:
+            self.say(f"[fleet] block {item[0]} lost ({type(e).__name__}): nothing of it is kept")
+            return 2
+        changed = changed_hardware(self.node_machine, finished)
+        if changed:
+            self.say(f"[fleet] block {item[0]}: {changed}")
+            return 2
+        self.node_machine[finished["node"]] = finished["machine"]
+        stored = store_block(finished, self.local.suite_dir, self._results_dir())
+        if max(finished["codes"]):  # asv's own lines say what failed
+            self.say(finished["log"].rstrip())
+        self.blocks.append({"block": item[0], "node": finished["node"], "machine": finished["machine"],
+                            "hardware": hardware.text(finished["hardware"]), "cpu": finished["hardware"]["cpu"],
+                            "cpus": finished["cpus"], "runs": stored, "ended": time.time()})
+        elapsed = time.time() - began
+        self.say(f"[fleet] block {item[0]} ended on node {finished['node'][:8]} ({finished['machine']}, CPU "
+                 f"{','.join(map(str, finished['cpus']))}): {len(stored)} runs kept; {left} left"
+                 + (f", about {left * elapsed / len(self.blocks):.0f} s at the fleet's rate so far" if left else ""))
+        return max(finished["codes"])
 
     def _results_dir(self) -> Path:
         return self.local.suite_dir / self.local.conf.get("results_dir", "results")  # absolute stays absolute
