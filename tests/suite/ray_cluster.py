@@ -1,13 +1,14 @@
-"""A real Ray cluster on this machine for the fleet's tests, in a process of its own (Ray reads its
-authentication mode once, when first imported; the test process imports it earlier without one).
+"""A real Ray cluster on this machine for the fleet's tests and measurements, in a process of its own
+(Ray reads its authentication mode once, when first imported; the test process imports it earlier
+without one). Run it with RAY_AUTH_MODE=token and RAY_AUTH_TOKEN set:
 
-    python ray_cluster.py FOLDER [LABEL_OF_NODE_2]
+    python tests/suite/ray_cluster.py FOLDER [--nodes 2] [--cpus 1] [--slots 1] [--second-label LABEL]
 
-Starts a head without slots and two nodes of one slot each on the loopback interface, the second
-under a test hardware label; writes FOLDER/address; removes node i when FOLDER/remove-<i> appears;
-shuts down when FOLDER/stop appears (or its parent ends)."""
+A head without slots and NODES nodes of CPUS CPUs and SLOTS slots each, all on the loopback
+interface, the second under a test hardware label when one is given; writes FOLDER/address; removes
+node i when FOLDER/remove-<i> appears; shuts down when FOLDER/stop appears (or its parent ends)."""
+import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -15,22 +16,27 @@ from ray.cluster_utils import Cluster
 
 from mbaphases.hardware import TEST_LABEL_VAR
 
-folder = Path(sys.argv[1])
-label = sys.argv[2] if len(sys.argv) > 2 else "second-class"
-slot = {"mbaphases_slot": 1}
+parser = argparse.ArgumentParser()
+parser.add_argument("folder", type=Path)
+parser.add_argument("--nodes", type=int, default=2)
+parser.add_argument("--cpus", type=int, default=1)
+parser.add_argument("--slots", type=int, default=1)
+parser.add_argument("--second-label", default=None, help="test-only: node 2 passes for another hardware class")
+args = parser.parse_args()
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "node_ip_address": "127.0.0.1"})
-nodes = [cluster.add_node(num_cpus=1, resources=slot, node_ip_address="127.0.0.1"),
-         cluster.add_node(num_cpus=1, resources=slot, node_ip_address="127.0.0.1", env_vars={TEST_LABEL_VAR: label})]
+nodes = [cluster.add_node(num_cpus=args.cpus, resources={"mbaphases_slot": args.slots}, node_ip_address="127.0.0.1",
+                          env_vars={TEST_LABEL_VAR: args.second_label} if i == 1 and args.second_label else None)
+         for i in range(args.nodes)]
 cluster.wait_for_nodes()
-(folder / "address").write_text(cluster.address)
+(args.folder / "address").write_text(cluster.address)
 parent = os.getppid()
 try:
-    while not (folder / "stop").exists() and os.getppid() == parent:
+    while not (args.folder / "stop").exists() and os.getppid() == parent:
         for i, node in enumerate(nodes):
-            if node is not None and (folder / f"remove-{i}").exists():
+            if node is not None and (args.folder / f"remove-{i}").exists():
                 cluster.remove_node(node)
                 nodes[i] = None
-                (folder / f"removed-{i}").write_text("")
+                (args.folder / f"removed-{i}").write_text("")
         time.sleep(0.2)
 finally:
     cluster.shutdown()

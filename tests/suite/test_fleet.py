@@ -29,7 +29,8 @@ CLUSTER_ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN, "RAY_ENABLE_WI
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cluster")
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("ray_cluster.py")), str(folder)],
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("ray_cluster.py")), str(folder),
+                             "--second-label", "second-class"],
                             env={**os.environ, **CLUSTER_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert _until(lambda: (folder / "address").exists() or proc.poll() is not None, 120), "the cluster started"
