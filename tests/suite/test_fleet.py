@@ -178,7 +178,7 @@ def test_ctrl_c_at_the_driver_ends_every_block_and_resume_goes_on(fleet):
 
 
 def test_a_node_lost_mid_block_has_its_block_run_again_on_another(fleet):
-    """Runs last: it takes one of the cluster's nodes away."""
+    """After the tests that need both nodes: it takes one of them away."""
     suite, cluster = fleet
     rounds = 4
     cmd, env = driver(suite, cluster, "lostbox", "--runs", str(rounds))
@@ -207,3 +207,15 @@ def test_a_node_whose_hardware_changes_inside_a_batch_is_refused():
     assert changed_hardware(seen, {**first}) is None
     why = changed_hardware(seen, {**first, "machine": "box-bbbbbb"})
     assert "box-aaaaaa" in why and "box-bbbbbb" in why and "not kept" in why
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "--design", "solo"], "--fleet runs pair blocks"),
+    (["run", "--design", "turns", "--until-decisive"], "--fleet with --until-decisive"),
+    (["ab", "main", "mba-dev", "--repo", "demo-target", "--summary", "s.md"], "--summary with --fleet"),
+])
+def test_what_a_fleet_batch_cannot_be_is_one_error_line(fleet, args, needle):
+    suite, cluster = fleet
+    p = run_mbaphases(suite, *args, "--profile", "tiny", "--fleet", cluster.address, env=CLUSTER_ENV)
+    assert p.returncode == 2 and p.stderr.count("error:") == 1 and needle in p.stderr, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
