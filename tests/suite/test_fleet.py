@@ -145,6 +145,15 @@ def _new_blocks_under_way(suite, before: set) -> list[Path]:
     return [d for d in (suite / ".asv" / "duet").glob("*/r*") if d not in before and (d / "case1.0").exists()]
 
 
+def _mid_blocks(suite, cluster, machine: str, rounds: int):
+    """A fleet batch started, returned once both nodes are inside a block (its second case begun)."""
+    cmd, env = driver(suite, cluster, machine, "--runs", str(rounds))
+    before = set((suite / ".asv" / "duet").glob("*/r*"))
+    proc = subprocess.Popen(cmd, cwd=suite, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert _until(lambda: len(_new_blocks_under_way(suite, before)) >= 2, 300), "both nodes mid-block"
+    return proc, cmd, env
+
+
 def _until(predicate, timeout_s: float) -> bool:
     end = time.time() + timeout_s
     while time.time() < end:
@@ -157,10 +166,7 @@ def _until(predicate, timeout_s: float) -> bool:
 def test_ctrl_c_at_the_driver_ends_every_block_and_resume_goes_on(fleet):
     suite, cluster = fleet
     rounds = 6
-    cmd, env = driver(suite, cluster, "stopbox", "--runs", str(rounds))
-    before = set((suite / ".asv" / "duet").glob("*/r*"))
-    proc = subprocess.Popen(cmd, cwd=suite, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert _until(lambda: len(_new_blocks_under_way(suite, before)) >= 2, 300), "two blocks under way"
+    proc, cmd, env = _mid_blocks(suite, cluster, "stopbox", rounds)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-3000:]
@@ -181,10 +187,7 @@ def test_a_node_lost_mid_block_has_its_block_run_again_on_another(fleet):
     """After the tests that need both nodes: it takes one of them away."""
     suite, cluster = fleet
     rounds = 4
-    cmd, env = driver(suite, cluster, "lostbox", "--runs", str(rounds))
-    before = set((suite / ".asv" / "duet").glob("*/r*"))
-    proc = subprocess.Popen(cmd, cwd=suite, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert _until(lambda: len(_new_blocks_under_way(suite, before)) >= 2, 300), "both nodes mid-block"
+    proc, _, _ = _mid_blocks(suite, cluster, "lostbox", rounds)
     cluster.remove_node(1)
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out[-3000:]
