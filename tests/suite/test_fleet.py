@@ -31,7 +31,8 @@ def fleet(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cluster")
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("ray_cluster.py")), str(folder),
                              "--second-label", "second-class"],
-                            env={**os.environ, **CLUSTER_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env={**os.environ, **CLUSTER_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # the cluster's processes a group of their own
     try:
         assert _until(lambda: (folder / "address").exists() or proc.poll() is not None, 120), "the cluster started"
         assert proc.poll() is None, "the cluster started"
@@ -40,7 +41,12 @@ def fleet(tmp_path_factory):
         yield suite, Cluster(folder, (folder / "address").read_text())
     finally:
         (folder / "stop").write_text("")
-        proc.wait(timeout=120)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:  # its shutdown hung: nothing of the cluster may outlive the tests
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
 
 
 @dataclass

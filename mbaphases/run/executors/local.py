@@ -198,7 +198,19 @@ class LocalExecutor:
             self.timed(began)
         return rc
 
-    def _start_pair(self, design, item: tuple, place: int, pair_count: dict, attempt: int, trees: Path,
+    def run_pair(self, design, item: tuple, pair_count: dict, attempt, trees: Path) -> list[int]:
+        """One pair on this executor's first slot, to its end (a fleet's block on its node); each
+        side's exit status."""
+        started: list[tuple] = []
+        procs: list = []
+        try:
+            self._start_pair(design, item, 0, pair_count, attempt, trees, started, procs)
+        except BaseException:
+            processes.end_all(procs)  # interrupted while a side waits for the next's start
+            raise
+        return _wait_pairs(started)
+
+    def _start_pair(self, design, item: tuple, place: int, pair_count: dict, attempt, trees: Path,
                     started: list, procs: list) -> None:
         name, i, pair, k = item
         ordered = pair if k % 2 == 0 else pair[::-1]

@@ -152,16 +152,10 @@ def run_block(spec: dict) -> dict:
             slots = local.Slots([cpus], spec["slot_size"], cpus)
             executor = local.LocalExecutor(base, conf, conf_path, Path(spec["suite_dir"]), None, env, spec["names"],
                                            spec["batch"], slots, io.StringIO(), pythons=spec["pythons"])
-            started, procs = [], []
-            try:
-                # a pair id of this execution's own: a block Ray runs again after its node was lost must
-                # not be released by the markers of the lost one
-                executor._start_pair(design, tuple(spec["item"]), 0, spec["pair_count"],
-                                     f"{spec['attempt']}x{uuid.uuid4().hex[:6]}", Path(spec["trees"]), started, procs)
-            except BaseException:
-                local.processes.end_all(procs)
-                raise
-            codes = local._wait_pairs(started)
+            # a pair id of this execution's own: a block Ray runs again after its node was lost must
+            # not be released by the markers of the lost one
+            codes = executor.run_pair(design, tuple(spec["item"]), spec["pair_count"],
+                                      f"{spec['attempt']}x{uuid.uuid4().hex[:6]}", Path(spec["trees"]))
         files = {str(p.relative_to(staging)): p.read_bytes() for p in sorted(staging.rglob("*"))
                  if p.is_file() and p.parts[len(staging.parts)] in ("raw-runs", "results")}
         return {"machine": machine, "hardware": described, "cpus": cpus, "codes": codes, "files": files,
