@@ -92,7 +92,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         design = from_record(prior)
     # refused before anything is printed or measured
     slots = slots_for(design, hardware.profile_cpus(pins["active_profile"]))
-    node_slots = ray_fleet.join(fleet, design, until_decisive) if fleet is not None else None
+    node_slots = ray_fleet.join(fleet, design, until_decisive, deadline) if fleet is not None else None
     sides = prepare.resolve_sides(pins, repo_path, only)
     if prior is not None:
         resume_mod.check_sides(prior, sides)

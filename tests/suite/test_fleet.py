@@ -221,6 +221,7 @@ def test_a_node_whose_hardware_changes_inside_a_batch_is_refused():
 @pytest.mark.parametrize("args, needle", [
     (["run", "--design", "solo"], "--fleet runs pair blocks"),
     (["run", "--design", "turns", "--until-decisive"], "--fleet with --until-decisive"),
+    (["run", "--design", "turns", "--deadline-min", "3"], "--fleet with --deadline-min"),
     (["ab", "main", "mba-dev", "--repo", "demo-target", "--summary", "s.md"], "--summary with --fleet"),
 ])
 def test_what_a_fleet_batch_cannot_be_is_one_error_line(fleet, args, needle):

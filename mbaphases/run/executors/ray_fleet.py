@@ -50,7 +50,7 @@ class Fleet:
     insecure: bool = False  # sent to a cluster without token authentication, as asked
 
 
-def join(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None) -> dict:
+def join(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None, deadline: float | None) -> dict:
     """The fleet's slots per node, after what a fleet batch cannot be is refused."""
     if not design.paired:
         raise UsageError(f"--fleet runs pair blocks; --design {design.kind} runs one side at a time: --design turns "
@@ -60,6 +60,8 @@ def join(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None) -
     if until_decisive is not None:
         raise UsageError("--fleet with --until-decisive: a fleet runs the pinned rounds; run the extra rounds "
                          "with --runs")
+    if deadline is not None:
+        raise UsageError("--fleet with --deadline-min: a fleet hands out every block at once; give it fewer --runs")
     return connect(fleet.address, fleet.insecure)
 
 
