@@ -125,7 +125,11 @@ def test_a_driver_without_token_authentication_is_refused_before_anything_runs(f
     p = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and p.stderr.count("error:") == 1 and "token authentication" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr and p.stdout == ""
-    env["RAY_AUTH_MODE"], env["RAY_AUTH_TOKEN"] = "token", secrets.token_hex(16)  # not the cluster's token
+    env["RAY_AUTH_MODE"] = "token"
+    closed = subprocess.run(cmd[:cmd.index("--fleet") + 1] + ["127.0.0.1:9"] + cmd[cmd.index("--fleet") + 2:], cwd=suite,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert closed.returncode == 2 and "127.0.0.1:9 takes no connection" in closed.stderr, closed.stderr[-2000:]
+    env["RAY_AUTH_TOKEN"] = secrets.token_hex(16)  # not the cluster's token
     p = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "cannot join the cluster" in p.stderr, p.stderr[-2000:]
     assert not (suite / "raw-runs" / "nobody").exists()

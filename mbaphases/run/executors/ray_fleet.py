@@ -21,6 +21,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -53,8 +54,7 @@ class Fleet:
 def join(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None, deadline: float | None) -> dict:
     """The fleet's slots per node, after what a fleet batch cannot be is refused."""
     if not design.paired:
-        raise UsageError(f"--fleet runs pair blocks; --design {design.kind} runs one side at a time: --design turns "
-                         "or pairs")
+        raise UsageError(f"--fleet runs pair blocks; --design {design.kind} runs one side at a time: --design turns")
     if not design.share_cpu:
         raise UsageError("--fleet runs a pair's two sides in turns on one slot: --design turns")
     if until_decisive is not None:
@@ -63,6 +63,21 @@ def join(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None, d
     if deadline is not None:
         raise UsageError("--fleet with --deadline-min: a fleet hands out every block at once; give it fewer --runs")
     return connect(fleet.address, fleet.insecure)
+
+
+def _unreachable(address: str, timeout_s: float = 10.0) -> str | None:
+    """Why HOST:PORT (or ray://HOST:PORT) takes no connection, checked before Ray's own join, which
+    retries an unreachable head for minutes; None when it does, or for ``auto``."""
+    if address == "auto":
+        return None
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return "not HOST:PORT"
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        return f"{host}:{port} takes no connection: {e.strerror or e}"
+    return None
 
 
 def class_machines(machine: str) -> str:
@@ -81,6 +96,10 @@ def connect(address: str, insecure: bool) -> dict:
         import ray  # the fleet's extra, imported when a fleet is asked for: 0.4 s at every command's start
     except ImportError:
         raise UsageError(f"--fleet {address}: Ray is not installed here; pip install 'mbaphases[fleet]' (ray==2.60.0)") from None
+    unreachable = _unreachable(address)
+    if unreachable:
+        raise UsageError(f"--fleet {address}: cannot join the cluster ({unreachable}); valid: auto, HOST:PORT or "
+                         "ray://HOST:PORT of a running cluster")
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as e:
