@@ -156,10 +156,13 @@ def _new_blocks_under_way(suite, before: set) -> list[Path]:
 
 
 def _mid_blocks(suite, cluster, machine: str, rounds: int):
-    """A fleet batch started, returned once both nodes are inside a block (its second case begun)."""
+    """A fleet batch started as a terminal would start it (its own foreground group, SIGINT as default:
+    a shell's background job starts with SIGINT ignored, and that would be inherited), returned once
+    both nodes are inside a block (its second case begun)."""
     cmd, env = driver(suite, cluster, machine, "--runs", str(rounds))
     before = set((suite / ".asv" / "duet").glob("*/r*"))
-    proc = subprocess.Popen(cmd, cwd=suite, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, cwd=suite, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert _until(lambda: len(_new_blocks_under_way(suite, before)) >= 2, 300), "both nodes mid-block"
     return proc, cmd, env
 
