@@ -136,7 +136,8 @@ def test_a_driver_without_token_authentication_is_refused_before_anything_runs(f
 
 
 def _suite_processes(suite) -> list[str]:
-    """Processes of this test's suite still running (by their command line)."""
+    """Processes of this test's suite still running: the driver's (their command line names the suite)
+    and the blocks' on the nodes (asv and the entries name their block's staging folder)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -145,7 +146,7 @@ def _suite_processes(suite) -> list[str]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if str(suite) in cmdline and "pytest" not in cmdline:
+        if (str(suite) in cmdline or "mbaphases-block-" in cmdline) and "pytest" not in cmdline:
             found.append(f"{proc.name}: {cmdline[:200]}")
     return found
 
