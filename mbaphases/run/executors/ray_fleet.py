@@ -202,7 +202,9 @@ def _home(path: Path):
     try:
         yield
     finally:
-        if old is not None:
+        if old is None:
+            os.environ.pop("HOME", None)
+        else:
             os.environ["HOME"] = old
 
 
@@ -329,7 +331,7 @@ class RayExecutor:
                 "on one slot of one node; each hardware class stored under its own machine name"]
 
     def run_solo(self, shas, rounds, tag) -> int:
-        raise UsageError("--fleet runs pair blocks: --design pairs or turns")
+        raise UsageError("--fleet runs pair blocks: --design turns")
 
     def profile_sides(self, sides, machine_dir) -> list:
         self.say("[fleet] no function profiles on a fleet: `mbaphases run --profile-functions` on one machine")
