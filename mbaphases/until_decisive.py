@@ -12,7 +12,7 @@ from mbaphases import comparable, inputs, load
 from mbaphases import gate as gate_mod
 from mbaphases.errors import UsageError
 from mbaphases.side import Side
-from mbaphases.stats import rules
+from mbaphases.stats import intervals, rules
 
 
 def plan(pins: dict, runs: int, max_runs: int, budget_min: float) -> dict:
@@ -28,6 +28,30 @@ def plan(pins: dict, runs: int, max_runs: int, budget_min: float) -> dict:
     return {"max_runs": max_runs, "budget_s": 60 * budget_min, "planned_looks": looks,
             "confidence": rules.split_confidence(confidence, looks), "nominal_confidence": confidence,
             "threshold": float(g.get("threshold", rules.DEFAULT_THRESHOLD))}
+
+
+def settle_looks(until: dict, paired: bool, fitted: bool, earlier: int) -> dict:
+    """The plan's error split over the planned looks that can decide (rules.split_over_deciding_looks):
+    a look whose pairs (or runs) are too few for the design's interval at its confidence takes no
+    share. ``earlier``: runs a side this machine already holds of these sides (a look pools them);
+    with earlier independent runs, or a fitted design (round-robin pairs: an interval from two runs
+    on), every look counts, as the plain split does."""
+    first = until["max_runs"] - until["planned_looks"] + 1
+    sizes = [earlier + n for n in range(first, until["max_runs"] + 1)]
+    every = fitted or (earlier > 0 and not paired)
+    confidence, counted = rules.split_over_deciding_looks(
+        until["nominal_confidence"], sizes,
+        (lambda n, c: True) if every else (lambda n, c: intervals.has_interval(n, c, paired)))
+    return {**until, "confidence": confidence, "counted_looks": counted}
+
+
+def plan_line(until: dict) -> str:
+    counted = until.get("counted_looks", until["planned_looks"])
+    return (f"until decisive: up to {until['planned_looks']} look(s), up to {until['max_runs']} runs a side; the "
+            f"{1 - until['nominal_confidence']:.0%} error split over {counted} of them"
+            + (" (the looks too small for an interval at that confidence spend none)"
+               if counted < until["planned_looks"] else "")
+            + f": each look at {until['confidence']:.4f} confidence")
 
 
 def add_rounds(until: dict, conf_path: Path, pins: dict, sides: list[dict], machine: str, names: dict,
@@ -160,10 +184,13 @@ def stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[
         rec = load.read_json_file(Path(path))
         until = rec.get("until_decisive")
         if rec.get("batch") in batches and until:
-            looks += int(until["planned_looks"])
+            # the looks the batch split its error over (earlier records: every planned look)
+            looks += int(until.get("counted_looks", until["planned_looks"]))
             nominal = min(nominal, float(until["nominal_confidence"]))
+            counted = until.get("counted_looks", until["planned_looks"])
             notes.append(f"batch {rec['batch']} added runs until decisive: {rec.get('looks', 0)} look(s) taken of "
-                         f"{until['planned_looks']} planned")
+                         f"{until['planned_looks']} planned"
+                         + (f", {counted} of them able to decide" if counted != until["planned_looks"] else ""))
         stop = rec.get("deadline") or {}
         if rec.get("batch") in batches and stop.get("not_started"):
             notes.append(f"batch {rec['batch']} stopped at its deadline: {stop['not_started']} planned pairs or rounds "
@@ -172,5 +199,6 @@ def stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[
     if looks:
         confidence = max(confidence, rules.split_confidence(nominal, looks))
         notes.append(f"every verdict at {confidence:.4f} confidence: the {nominal:.0%} error split over the "
-                     f"{looks} planned look(s) of the report's until-decisive batches")
+                     f"{looks} planned look(s) of the report's until-decisive batches that could decide (a look "
+                     "too small for an interval takes no share)")
     return confidence, notes

@@ -96,6 +96,9 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     sides = prepare.resolve_sides(pins, repo_path, only)
     if prior is not None:
         resume_mod.check_sides(prior, sides)
+    if until_decisive is not None and prior is None:
+        until_decisive = until_mod.settle_looks(until_decisive, design.paired, design.pairing == "round-robin",
+                                                _earlier_runs(raw_dir / machine, sides))
     names = {x["sha"]: f"{x['label']} ({x['ref']})" for x in sides}
     for x in sides:
         print(f"{x['role']:<9} {x['sha']}  {x['label']} ({x['ref']})", file=out, flush=True)
@@ -121,6 +124,13 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
               profile_functions, out, prior, load.run_meta(raw_dir, runs_under, started) if prior else [], runs_under)
     b.record = _start_record(b, conf_path, machine, _plan(b))
     return _run(b, progress_file, names, resume_hint)
+
+
+def _earlier_runs(machine_dir: Path, sides: list[dict]) -> int:
+    """Runs a side the machine already holds that a look of this batch may pool: the baseline's
+    count or the best-covered candidate's, whichever is smaller (an upper bound on the pairs)."""
+    counts = [len(list((machine_dir / x["sha"]).glob("run*.meta.json"))) for x in sides]
+    return min(counts[0], max(counts[1:], default=0))
 
 
 def _check_design(design: Design, repo_path: Path | None) -> None:
@@ -173,6 +183,8 @@ def _plan(b: Batch) -> dict | None:
             + f") x {len(cases)} cases x {b.runs} rounds" if design.paired
             else f"plan: {len(b.sides)} sides x {len(cases)} cases x {b.runs} runs")
     max_runs = b.until_decisive["max_runs"] if b.until_decisive else None
+    if b.until_decisive:
+        say(until_mod.plan_line(b.until_decisive))
     say(estimate.text(b.machine_dir / "batches", plan, 2 * len(pairs) if design.paired else len(b.sides), len(cases),
                       b.runs, max_runs, b.profile_functions))
     # where this machine's earlier runs of the design put the variance, and the steps and rounds

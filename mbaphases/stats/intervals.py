@@ -285,6 +285,17 @@ def status(iv: RatioInterval, threshold: float) -> str:
     return "INCONCLUSIVE"
 
 
+def has_interval(runs: int, confidence: float, paired: bool) -> bool:
+    """Whether ``runs`` a side give an exact rank interval at ``confidence`` at all: pairs by the
+    signed-rank statistic (its widest interval has coverage 1 - 2 / 2^n), independent runs by the
+    rank-sum one."""
+    if runs < 1:
+        return False
+    if paired:
+        return 1 - 2 * signed_rank_cdf(0, runs) + 1e-12 >= confidence
+    return order_index(runs, runs, confidence)[0] is not None
+
+
 def runs_needed(iv: RatioInterval, threshold: float, confidence: float, bias: float = 0.0,
                 cap: int = 200) -> int | None:
     """Runs per side at which an interval of this spread would clear the threshold.
@@ -297,9 +308,7 @@ def runs_needed(iv: RatioInterval, threshold: float, confidence: float, bias: fl
         # the count whose smallest order statistic reaches the confidence: pairs by the signed-rank
         # statistic (2 / 2^n), independent runs by the rank-sum one
         n = max(iv.m, iv.n)
-        paired = iv.method.startswith("signed-rank")
-        while n <= cap and not (1 - 2 * signed_rank_cdf(0, n) + 1e-12 >= confidence if paired
-                                else order_index(n, n, confidence)[0] is not None):
+        while n <= cap and not has_interval(n, confidence, iv.method.startswith("signed-rank")):
             n += 1
         return n
     distance = abs(math.log(iv.estimate / threshold)) - bias

@@ -28,6 +28,20 @@ def split_confidence(confidence: float, looks: int) -> float:
     return 1 - (1 - confidence) / looks
 
 
+def split_over_deciding_looks(confidence: float, sizes: list[int], can_decide) -> tuple[float, int]:
+    """Bonferroni over the looks that can decide: a look with too few runs for an interval at its
+    confidence decides nothing and spends no error. ``sizes``: the runs a side at each planned look;
+    ``can_decide(runs, confidence)``: whether the design's interval exists there. Returns the
+    per-look confidence and the count k the error is split over: the smallest k at which at most k
+    looks can give an interval at 1 - (1 - confidence) / k, so the looks that spend error spend at
+    most 1 - confidence together (k = every look always qualifies: the plain split)."""
+    for k in range(1, len(sizes) + 1):
+        per_look = split_confidence(confidence, k)
+        if sum(1 for n in sizes if can_decide(n, per_look)) <= k:
+            return per_look, k
+    return split_confidence(confidence, max(len(sizes), 1)), max(len(sizes), 1)
+
+
 def rank_test_p(b: np.ndarray, c: np.ndarray, threshold: float) -> float | None:
     """One-sided Mann-Whitney: P(candidate >= threshold x baseline) is not lower."""
     if min(len(b), len(c)) < RANK_TEST_MIN_RUNS:

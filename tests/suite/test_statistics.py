@@ -481,6 +481,40 @@ def test_the_error_split_over_planned_looks_is_bonferroni():
     assert find.decision_confidence(0.90, 1, 2) == pytest.approx(1 - 0.10 / 4)
 
 
+def test_looks_too_small_for_an_interval_spend_no_error():
+    """Pairs at looks of 5..12 at a nominal 90%: split over all 8 looks each would be at 98.75%, where
+    5-7 pairs have no signed-rank interval (widest coverage 1 - 2 / 2^n); split over the 6 looks of
+    7-12 pairs, 98.33%, at which exactly those 6 can give one. The looks that can decide spend at most
+    the nominal error together, and the same plan with every look able to decide is the plain split."""
+    sizes = list(range(5, 13))
+    confidence, counted = rules.split_over_deciding_looks(0.90, sizes,
+                                                          lambda n, c: intervals.has_interval(n, c, True))
+    assert counted == 6 and confidence == pytest.approx(1 - 0.10 / 6)
+    deciding = [n for n in sizes if intervals.has_interval(n, confidence, True)]
+    assert deciding == [7, 8, 9, 10, 11, 12] and len(deciding) * (1 - confidence) <= 0.10 + 1e-12
+    assert rules.split_over_deciding_looks(0.90, sizes, lambda n, c: True) == (pytest.approx(1 - 0.10 / 8), 8)
+    # no look can decide: one share, the nominal confidence (nothing is spent)
+    assert rules.split_over_deciding_looks(0.90, [1, 2], lambda n, c: intervals.has_interval(n, c, True)) == (
+        pytest.approx(0.90), 1)
+    # the signed-rank count: 5 pairs reach 90% (1 - 2/32), not 98%; 7 do (1 - 2/128)
+    assert intervals.has_interval(5, 0.90, True) and not intervals.has_interval(5, 0.98, True)
+    assert intervals.has_interval(7, 0.98, True) and not intervals.has_interval(6, 0.98, True)
+    assert intervals.has_interval(5, 0.90, False) and not intervals.has_interval(2, 0.90, False)
+
+
+def test_a_batchs_looks_count_the_runs_it_pools_and_a_fitted_design_counts_every_look():
+    until = until_decisive.plan({"gate": {}}, 5, 12, 30)
+    assert until["planned_looks"] == 8 and until["confidence"] == pytest.approx(1 - 0.10 / 8)
+    assert until_decisive.settle_looks(until, True, False, 0)["counted_looks"] == 6
+    # 4 earlier pairs: every look has 9+ pairs, each can decide
+    pooled = until_decisive.settle_looks(until, True, False, 4)
+    assert pooled["counted_looks"] == 8 and pooled["confidence"] == pytest.approx(1 - 0.10 / 8)
+    assert until_decisive.settle_looks(until, True, True, 0)["counted_looks"] == 8
+    assert until_decisive.settle_looks(until, False, False, 3)["counted_looks"] == 8
+    line = until_decisive.plan_line(until_decisive.settle_looks(until, True, False, 0))
+    assert "split over 6 of them" in line and "spend none" in line and "0.9833" in line
+
+
 def brute_mw_p_less(c, b):
     """One-sided exact Mann-Whitney by enumeration: P(U <= u observed) over every split of the
     pooled runs (no ties), U counting candidate-over-baseline pairs."""
