@@ -22,6 +22,7 @@ fixed by named overrides in ``CONFIG_FIXES`` (release range, case, reason), appl
 from __future__ import annotations
 
 import argparse
+import atexit
 import csv
 import hashlib
 import importlib
@@ -33,6 +34,7 @@ import math
 import os
 import platform
 import runpy
+import shutil
 import sys
 import tempfile
 import time
@@ -622,6 +624,8 @@ def _assets_workdir() -> None:
     if Path("src/unilab/assets").exists():
         return
     work = Path(tempfile.mkdtemp(prefix="unilab-entry-"))
+    # every run makes one: removed as the entry exits (the link inside is removed, never followed)
+    atexit.register(shutil.rmtree, work, True)
     (work / "src" / "unilab").mkdir(parents=True)
     (work / "src" / "unilab" / "assets").symlink_to(Path(assets.ASSETS_ROOT_PATH).resolve())
     os.chdir(work)

@@ -287,15 +287,19 @@ def older_era(tmp_path_factory):
     last = "[[candidates]]" + rest.split("[[candidates]]")[-1]
     tmp = tmp_path_factory.mktemp("older-era")
     suite = published_suite(tmp, head + last)
+    scratch = tmp / "scratch"  # the runs' temporary folder: what the entries leave there is seen
+    scratch.mkdir()
     p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--profile", "tiny", "--runs", "1",
-                      "--machine", "era", timeout=2400)
-    yield suite, p
+                      "--machine", "era", timeout=2400, env={"TMPDIR": str(scratch)})
+    yield suite, p, scratch
     shutil.rmtree(suite / ".asv", ignore_errors=True)
 
 
 def test_an_older_era_release_runs_through_the_suites_entry(older_era, root):
-    suite, p = older_era
+    suite, p, scratch = older_era
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
+    # each entry ran from a folder of its own (the assets' path) and removed it as it ended
+    assert not list(scratch.glob("unilab-entry-*"))
     schema = json.loads((root / "mbaphases" / "entry_schema.json").read_text())
     metas = sorted((suite / "raw-runs" / "era").glob("*/run1.meta.json"))
     assert len(metas) == 2
