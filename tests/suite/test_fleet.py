@@ -16,7 +16,7 @@ import pytest
 from test_suite_asv import make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
-from mbaphases.run.executors.ray_fleet import changed_hardware
+from mbaphases.run.executors.ray_fleet import OWNER_FILE, STAGING_PREFIX, changed_hardware, sweep_orphans
 
 pytestmark = pytest.mark.slow  # a Ray cluster and real asv runs: minutes
 
@@ -224,6 +224,24 @@ def test_a_node_whose_hardware_changes_inside_a_batch_is_refused():
     assert changed_hardware(seen, {**first}) is None
     why = changed_hardware(seen, {**first, "machine": "box-bbbbbb"})
     assert "box-aaaaaa" in why and "box-bbbbbb" in why and "not kept" in why
+
+
+def test_a_staging_folder_whose_worker_is_gone_is_removed_by_the_next_block(tmp_path):
+    """A worker killed with its node never removes its block's staging folder: the next block on the
+    host does, and only folders whose named worker is gone."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    folders = {}
+    for name, owner in (("gone", str(gone.pid)), ("alive", str(os.getpid())), ("unnamed", None)):
+        folders[name] = tmp_path / f"{STAGING_PREFIX}{name}-x"
+        (folders[name] / "raw-runs").mkdir(parents=True)
+        if owner:
+            (folders[name] / OWNER_FILE).write_text(owner)
+    other = tmp_path / "not-a-block"
+    other.mkdir()
+    assert sweep_orphans(tmp_path) == [folders["gone"]]
+    assert not folders["gone"].exists() and folders["alive"].exists() and folders["unnamed"].exists()
+    assert other.exists()
 
 
 @pytest.mark.parametrize("args, needle", [

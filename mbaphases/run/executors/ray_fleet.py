@@ -154,7 +154,9 @@ def run_block(spec: dict) -> dict:
     """On a node: one pair block in a staging folder of its own; returns its files (nothing partial:
     a block that did not end returns nothing)."""
     machine, described = node_machine(spec["machine"])
-    staging = Path(tempfile.mkdtemp(prefix=f"mbaphases-block-{spec['name']}-"))
+    sweep_orphans(Path(tempfile.gettempdir()))
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{spec['name']}-"))
+    (staging / OWNER_FILE).write_text(str(os.getpid()))
     try:
         conf = {**absolute_paths(spec["conf"], Path(spec["suite_dir"])), "results_dir": str(staging / "results")}
         conf_path = staging / "asv.block.conf.json"
@@ -183,6 +185,25 @@ def run_block(spec: dict) -> dict:
                 "node": _node_id(), "log": executor.out.getvalue()}
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+STAGING_PREFIX, OWNER_FILE = "mbaphases-block-", "owner.pid"
+
+
+def sweep_orphans(folder: Path) -> list[Path]:
+    """Staging folders whose worker is gone (killed with its node's process, so its own cleanup never
+    ran) are removed when the next block starts on that host; a folder whose worker lives, or
+    that names none (not this suite's), is left alone. Returns the removed ones."""
+    removed = []
+    for staging in folder.glob(f"{STAGING_PREFIX}*"):
+        try:
+            os.kill(int((staging / OWNER_FILE).read_text()), 0)
+        except ProcessLookupError:
+            shutil.rmtree(staging, ignore_errors=True)
+            removed.append(staging)
+        except (OSError, ValueError):
+            continue  # no owner named, or one this user may not signal: not ours to remove
+    return removed
 
 
 def absolute_paths(conf: dict, suite_dir: Path) -> dict:
