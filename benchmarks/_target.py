@@ -439,11 +439,7 @@ def _run_duet_entry(cmd: list[str], target: Path, env: dict, commit: str, k: int
 
 def _next_run(out_dir: Path) -> tuple[int, Path]:
     """The next run number under ``out_dir`` (never one already used) and its files' stem."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    k = 1 + sum(1 for _ in out_dir.glob("run*.meta.json"))
-    # a run interrupted before its meta was written still owns its number: its files are kept
-    while any(out_dir.glob(f"run{k}.*")):
-        k += 1
+    k = suite_module("raw_runs").next_run(out_dir)
     return k, out_dir / f"run{k}"
 
 

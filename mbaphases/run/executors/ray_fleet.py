@@ -31,7 +31,7 @@ from pathlib import Path
 from asv import results as asv_results
 from asv import runner as asv_runner
 
-from mbaphases import hardware
+from mbaphases import hardware, raw_runs
 from mbaphases.errors import UsageError
 from mbaphases.formal_lock import HOLDER_VAR
 from mbaphases.run import design as design_mod
@@ -259,7 +259,7 @@ def store_block(done: dict, suite_dir: Path, results_dir: Path) -> list[dict]:
     stored = []
     for (sha, _), files in sorted(runs.items()):
         folder = suite_dir / "raw-runs" / machine / sha
-        k = _next_free(folder)
+        k = raw_runs.next_run(folder)
         for suffix, data in files.items():
             if suffix == "meta.json":
                 meta = json.loads(data)
@@ -281,14 +281,6 @@ def store_block(done: dict, suite_dir: Path, results_dir: Path) -> list[dict]:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
     return stored
-
-
-def _next_free(folder: Path) -> int:
-    folder.mkdir(parents=True, exist_ok=True)
-    k = 1 + sum(1 for _ in folder.glob("run*.meta.json"))
-    while any(folder.glob(f"run{k}.*")):
-        k += 1
-    return k
 
 
 def _append_results(results_dir: Path, machine: str, name: str, data: bytes) -> None:
