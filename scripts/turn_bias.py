@@ -11,8 +11,10 @@ solo one by more than their spreads explain biases the gate.
 --cpus 1 (default): each CPU its own slot, every pool at one thread, both slots at once. --cpus N:
 one slot of CPUs 0..N-1, every pool at N threads (the demo profile's program at 2). Solo and turns
 alternate slot by slot, so the host's drift falls on both. --json: per case, each design's
-ratio and its difference from solo (log scale) with a 90% t interval over the rounds (solo and
-turns of one round paired), the data behind mbaphases/turn_bias.toml. The two refs are checked
+ratio and its difference from solo (log scale) with its standard error and a 90% t interval over the
+rounds (solo and turns of one round paired), and each turn length's bound (a random-effects 90%
+prediction interval for a case's bias, mbaphases.turn_bias.bounds_from): the data behind
+mbaphases/turn_bias.toml. The two refs are checked
 out into a temporary folder, removed at the end. Writes a Markdown table to stdout. Bad input:
 one error line, exit 2."""
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from scipy import stats
 
+from mbaphases import turn_bias
 from mbaphases.errors import ScriptParser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,8 +113,9 @@ def difference(solo: list, turns: list) -> dict:
     diffs = [t - s_ for t, s_ in pairs]
     out = {"pairs": len(diffs), "log_difference": statistics.mean(diffs) if diffs else None}
     if len(diffs) >= 2:
-        half = t_quantile(len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
-        out.update(lower=out["log_difference"] - half, upper=out["log_difference"] + half)
+        se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+        half = t_quantile(len(diffs) - 1) * se
+        out.update(se=se, lower=out["log_difference"] - half, upper=out["log_difference"] + half)
     return out
 
 
@@ -204,11 +208,17 @@ def table(args, pairs: dict[tuple, list]) -> list[dict]:
 def main(argv=None) -> int:
     args = parse(argv)
     summary = table(args, measure(args))
+    bounds = turn_bias.bounds_from(summary)
+    print()
+    for b in bounds:
+        print(f"turns of {b['turn_ms']:g} ms: bias {b['mean']:+.4f} (se {b['mean_se']:.4f}, between cases "
+              f"{b['between_sd']:.4f}); 90% prediction interval for a case [{b['lower']:+.4f}, {b['upper']:+.4f}]: "
+              f"bound {b['bound']:.4f} (mbaphases/turn_bias.toml)")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "command": "python scripts/turn_bias.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "baseline": args.baseline, "candidate": args.candidate, "cpus": args.cpus, "rounds": args.rounds,
-            "steps": args.steps, "differences": summary}, indent=1))
+            "steps": args.steps, "differences": summary, "bounds": bounds}, indent=1))
     return 0
 
 

@@ -233,6 +233,19 @@ def false_fail(rows) -> float:
     return sum(upper < 1.0 for _, upper, _, _ in rows) / max(len(rows), 1)
 
 
+def turn_bias_bound(rng, datasets: int, confidence: float, cases: int = 7, slots: int = 6, between: float = 0.0):
+    """The turn-bias bound: each case's bias in turns (common mean -3%, spread ``between`` across
+    cases) measured as the mean of ``slots`` paired slot differences whose spread is the alone
+    design's (5-20% a slot, log scale); the prediction interval must hold one more case's bias."""
+    for _ in range(datasets):
+        bias = -0.03 + rng.normal(0, between, cases)
+        spread = rng.uniform(0.05, 0.20, cases)
+        diffs = [rng.normal(b, s_, slots) for b, s_ in zip(bias, spread)]
+        found = intervals.bias_bound([float(d.mean()) for d in diffs],
+                                     [float(d.std(ddof=1) / math.sqrt(slots)) for d in diffs], confidence)
+        yield found.lower, found.upper, found.mean, -0.03 + rng.normal(0, between)
+
+
 SCENARIOS = {
     # procedure, scenario -> the draws (given rng, data sets, confidence)
     ("rank-sum", "solo batch"): lambda rng, n, c: rank_sum(rng, n, c),
@@ -255,6 +268,10 @@ SCENARIOS = {
     ("ledger's change in ms", "pairs in turns"): lambda rng, n, c: paired_difference(rng, n, c),
     ("additivity (intra-block interaction)", "pairs in turns"): lambda rng, n, c: additivity(rng, n, c),
     ("share bootstrap", "pairs in turns"): lambda rng, n, c: shares(rng, n, c),
+    ("turn-bias bound (random-effects prediction)", "7 cases, one common bias"):
+        lambda rng, n, c: turn_bias_bound(rng, n, c),
+    ("turn-bias bound (random-effects prediction)", "7 cases, biases 2% apart"):
+        lambda rng, n, c: turn_bias_bound(rng, n, c, between=0.02),
 }
 AA = {
     ("rank-sum", "A/A solo"): lambda rng, n, c: rank_sum_aa(rng, n, c),

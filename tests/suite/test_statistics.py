@@ -790,6 +790,51 @@ def test_the_turn_bias_bound_applies_by_profile_and_host_class(tmp_path):
     assert turn_bias.bounds()  # the bounds shipped with the suite parse
 
 
+def test_the_turn_bias_bound_is_a_random_effects_prediction_interval():
+    """Cases that agree within their errors: no spread between cases, and the interval is the weighted
+    mean +- t(k-2) times its standard error. Cases that disagree: the spread is where the generalized
+    Q meets its chi-square quantile, and the interval widens with it. Three cases at least."""
+    d, s = [-0.05, -0.03, -0.02, -0.04, -0.01], [0.02, 0.03, 0.02, 0.04, 0.03]
+    b = intervals.bias_bound(d, s)
+    w = 1 / np.square(s)
+    mean = float((w * d).sum() / w.sum())
+    half = stats.t.ppf(0.95, 3) * math.sqrt(1 / w.sum())
+    assert b.between_sd == 0 and b.mean == pytest.approx(mean)
+    assert (b.lower, b.upper) == (pytest.approx(mean - half), pytest.approx(mean + half))
+    assert b.bound == pytest.approx(max(abs(mean - half), abs(mean + half)))
+    apart = intervals.bias_bound([-0.2, 0.0, 0.15, -0.1, 0.1], s)
+    tau2 = apart.between_sd ** 2
+    wt = 1 / (np.square(s) + tau2)
+    m = (wt * [-0.2, 0.0, 0.15, -0.1, 0.1]).sum() / wt.sum()
+    q = float((wt * (np.array([-0.2, 0.0, 0.15, -0.1, 0.1]) - m) ** 2).sum())
+    assert tau2 > 0 and q == pytest.approx(stats.chi2.ppf(0.25, 4))
+    assert apart.upper - apart.lower > b.upper - b.lower
+    assert intervals.bias_bound([0.01, 0.02], [0.01, 0.01]) is None
+
+
+def test_each_shipped_turn_bias_bound_is_the_one_its_study_gives(root):
+    """turn_bias.toml keeps each bound with the study it came from: recomputed from that JSON, the same."""
+    shipped = turn_bias.bounds()
+    assert shipped and all(b.data for b in shipped)
+    for b in shipped:
+        studies = [json.loads((root / path).read_text()) for path in b.data]
+        assert all(study["cpus"] == b.cpus for study in studies), b
+        (found,) = [x for x in turn_bias.bounds_from([d for study in studies for d in study["differences"]])
+                    if x["turn_ms"] == 25.0]
+        assert round(found["bound"], 3) == b.bound, (b, found)
+
+
+def test_a_case_measured_in_two_studies_counts_once_with_both_estimates_combined():
+    one = [{"case": c, "turn_ms": 25.0, "pairs": 6, "log_difference": x, "se": 0.02}
+           for c, x in zip("abcde", [-0.01, 0.0, 0.01, -0.02, 0.02])]
+    again = [{**d, "se": 0.04, "log_difference": d["log_difference"] + 0.01} for d in one]
+    (both,) = turn_bias.bounds_from(one + again)
+    (alone,) = turn_bias.bounds_from(one)
+    assert both["cases"] == alone["cases"] == 5
+    # each case's estimate moves a fifth of the way to the other study's (weights 4 : 1)
+    assert both["mean"] == pytest.approx(alone["mean"] + 0.01 / 5)
+
+
 def test_a_case_within_the_turn_bias_bound_of_the_threshold_asks_for_runs_alone(tmp_path, small_turn_bias):
     """Pairs in turns 0.5% above the threshold, tightly: the interval widened by the bound contains the
     threshold, and no number of pairs in turns would decide it; the report says to run alone (and
