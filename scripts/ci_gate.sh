@@ -8,6 +8,8 @@
 #   bash scripts/ci_gate.sh BASE HEAD --repo PATH [mbaphases ab options]   # commits of a checkout
 #   bash scripts/ci_gate.sh 'unilab[mujoco,motrix]==1.4.0' --swap unisim-core==2.2.0 [options]
 #
+# With --repo the demo profile runs unless --profile (or MBAPHASES_PROFILE) names another.
+#
 # MBAPHASES_CI_DEADLINE_MIN (default 10): the runs' deadline, the job's cap less the suite's
 # install and the report. Exit: 0 PASS, 1 not PASS, 2 bad input (as mbaphases ab).
 set -euo pipefail
@@ -17,14 +19,23 @@ if [ $# -lt 2 ]; then
 fi
 caller="$PWD"
 args=()
+repo=0
+profile=0
 while [ $# -gt 0 ]; do
     # a repository named relative to the caller's folder: the suite runs from its own
     if [ "$1" = "--repo" ] && [ $# -ge 2 ]; then
-        args+=("--repo" "$(cd "$caller" && realpath -m "$2")"); shift 2
+        args+=("--repo" "$(cd "$caller" && realpath -m "$2")"); shift 2; repo=1
     else
+        case "$1" in --profile|--profile=*) profile=1 ;; esac
         args+=("$1"); shift
     fi
 done
+# commits of a repository: the demo profile unless one is named (a field repository's pins default
+# to the field's own size, 8192 envs, whose first run alone outlasts a one-CPU job's cap; the
+# requirement forms' template already defaults to a small one)
+if [ "$repo" -eq 1 ] && [ "$profile" -eq 0 ] && [ -z "${MBAPHASES_PROFILE:-}" ]; then
+    args+=("--profile" "demo")
+fi
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
 for ((i = 0; i < ${#args[@]}; i++)); do
