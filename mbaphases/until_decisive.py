@@ -190,7 +190,8 @@ def stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[
             counted = until.get("counted_looks", until["planned_looks"])
             notes.append(f"batch {rec['batch']} added runs until decisive: {rec.get('looks', 0)} look(s) taken of "
                          f"{until['planned_looks']} planned"
-                         + (f", {counted} of them able to decide" if counted != until["planned_looks"] else ""))
+                         + (f", the error split over {counted} (the looks too small for an interval spend none)"
+                            if counted != until["planned_looks"] else ""))
         stop = rec.get("deadline") or {}
         if rec.get("batch") in batches and stop.get("not_started"):
             notes.append(f"batch {rec['batch']} stopped at its deadline: {stop['not_started']} planned pairs or rounds "
@@ -198,7 +199,7 @@ def stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[
                          "runs would decide it (`mbaphases run --resume` goes on with the batch)")
     if looks:
         confidence = max(confidence, rules.split_confidence(nominal, looks))
-        notes.append(f"every verdict at {confidence:.4f} confidence: the {nominal:.0%} error split over the "
-                     f"{looks} planned look(s) of the report's until-decisive batches that could decide (a look "
-                     "too small for an interval takes no share)")
+        notes.append(f"every verdict at {confidence:.4f} confidence: the {nominal:.0%} error split over "
+                     f"{looks} look(s) of the report's until-decisive batches (a look too small for an interval "
+                     "takes no share)")
     return confidence, notes

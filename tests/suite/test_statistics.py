@@ -763,7 +763,7 @@ def test_looks_are_counted_over_every_pooled_batch(tmp_path):
         records.append(str(path))
     both = [SimpleNamespace(batches={"r1": "B1", "r2": "B2"})]
     confidence, notes = until_decisive.stopping(records, both, 0.90)
-    assert confidence == pytest.approx(0.975) and "4 planned look(s)" in notes[-1]
+    assert confidence == pytest.approx(0.975) and "split over 4 look(s)" in notes[-1]
     one = [SimpleNamespace(batches={"r1": "B1"})]
     assert until_decisive.stopping(records, one, 0.90)[0] == pytest.approx(0.95)
     assert until_decisive.stopping(records, [SimpleNamespace(batches={})], 0.90) == (0.90, [])

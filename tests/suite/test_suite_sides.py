@@ -129,7 +129,8 @@ def test_until_decisive_adds_rounds_then_stops_at_max_runs_or_budget(tmp_path):
     assert "the 10% error split over 1 of them (the looks too small" in r.stdout
     rep = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--machine", "ud", "--min-runs", "2")
     md = (tmp_path / "rep" / "report.md").read_text()
-    assert "2 look(s) taken of 2 planned, 1 of them able to decide" in md and "90% interval" in md, rep.stderr
+    assert "2 look(s) taken of 2 planned, the error split over 1 (the looks too small" in md, rep.stderr
+    assert "90% interval" in md
     r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "ud2",
                       "--until-decisive", "--max-runs", "5", "--budget-min", "0.001")
     assert "time budget" in r.stdout and len(list((suite / "raw-runs" / "ud2").glob("*/run*.meta.json"))) == 2
