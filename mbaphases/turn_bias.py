@@ -44,8 +44,8 @@ def applying(profile: str | None, cpu: str | None, cpus: int | None,
              known: list[Bound] | None = None) -> tuple[Bound, bool] | None:
     """(the bound for these runs, whether it was measured for exactly their profile and host class);
     where none was, the largest on record for runs of as many CPUs (taking turns costs a pool of N
-    threads what it costs, whatever the program: at one thread a run the bound is 1.2%, at two
-    6.9%), else the largest on record (None with no bound on record at all)."""
+    threads what it costs, whatever the program: at one thread a run the bound is log 0.012, at two
+    0.069), else the largest on record (None with no bound on record at all)."""
     known = bounds() if known is None else known
     if not known:
         return None
