@@ -185,9 +185,9 @@ def stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[
         until = rec.get("until_decisive")
         if rec.get("batch") in batches and until:
             # the looks the batch split its error over (earlier records: every planned look)
-            looks += int(until.get("counted_looks", until["planned_looks"]))
+            counted = int(until.get("counted_looks", until["planned_looks"]))
+            looks += counted
             nominal = min(nominal, float(until["nominal_confidence"]))
-            counted = until.get("counted_looks", until["planned_looks"])
             notes.append(f"batch {rec['batch']} added runs until decisive: {rec.get('looks', 0)} look(s) taken of "
                          f"{until['planned_looks']} planned"
                          + (f", the error split over {counted} (the looks too small for an interval spend none)"
