@@ -41,6 +41,22 @@ def session_members(sid: int) -> list[int]:
     return members
 
 
+def with_env(entry: str) -> list[int]:
+    """Every live process whose environment holds ``entry`` (``NAME=value``): a run's processes carry
+    its folders there, whatever session or process group they ended up in."""
+    needle = entry.encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle not in environ.read_bytes().split(b"\0"):
+                continue
+            if (environ.parent / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":  # a zombie has ended
+                found.append(int(environ.parent.name))
+        except (OSError, IndexError):
+            continue  # ended while listed, or another user's
+    return found
+
+
 def end_session(sid: int, grace_s: float = GRACE_S) -> list[int]:
     """TERM every process of the session, KILL what is left after ``grace_s``; returns the pids
     that had to be ended."""

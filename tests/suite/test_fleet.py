@@ -239,9 +239,19 @@ def test_a_staging_folder_whose_worker_is_gone_is_removed_by_the_next_block(tmp_
             (folders[name] / OWNER_FILE).write_text(owner)
     other = tmp_path / "not-a-block"
     other.mkdir()
-    assert sweep_orphans(tmp_path) == [folders["gone"]]
-    assert not folders["gone"].exists() and folders["alive"].exists() and folders["unnamed"].exists()
-    assert other.exists()
+    # what a killed worker's block leaves running (asv's forkserver), and a live block's process: each
+    # in a session of its own, with its block's staging folder as HOME
+    left, running = (subprocess.Popen(["sleep", "600"], env={**os.environ, "HOME": str(folders[name])},
+                                      start_new_session=True) for name in ("gone", "alive"))
+    try:
+        assert sweep_orphans(tmp_path) == [folders["gone"]]
+        assert left.wait(timeout=30) == -signal.SIGTERM and running.poll() is None
+        assert not folders["gone"].exists() and folders["alive"].exists() and folders["unnamed"].exists()
+        assert other.exists()
+    finally:
+        for proc in (left, running):
+            proc.kill()
+            proc.wait()
 
 
 @pytest.mark.parametrize("args, needle", [

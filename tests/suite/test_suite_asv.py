@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from asv import results as asv_results
 
+from mbaphases import processes
 from mbaphases.demo_repo import generate
 
 pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
@@ -329,15 +330,7 @@ def test_an_entry_run_started_outside_waits_for_the_lock(ab, tmp_path):
 def processes_of(raw_dir: Path) -> list[int]:
     """Live processes started for runs that write under ``raw_dir`` (asv, its forkserver and
     benchmark processes, the entries): they carry it in their environment."""
-    needle = f"MBAPHASES_RAW_DIR={raw_dir}".encode()
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            if needle in environ.read_bytes().split(b"\0") and b"Z" not in (environ.parent / "stat").read_bytes().split(b") ")[1][:1]:
-                found.append(int(environ.parent.name))
-        except OSError:
-            continue
-    return found
+    return processes.with_env(f"MBAPHASES_RAW_DIR={raw_dir}")
 
 
 def test_run_bad_input(tmp_path):

@@ -31,7 +31,7 @@ from pathlib import Path
 from asv import results as asv_results
 from asv import runner as asv_runner
 
-from mbaphases import hardware, raw_runs
+from mbaphases import hardware, processes, raw_runs
 from mbaphases.errors import UsageError
 from mbaphases.formal_lock import HOLDER_VAR
 from mbaphases.run import design as design_mod
@@ -192,18 +192,29 @@ STAGING_PREFIX, OWNER_FILE = "mbaphases-block-", "owner.pid"
 
 def sweep_orphans(folder: Path) -> list[Path]:
     """Staging folders whose worker is gone (killed with its node's process, so its own cleanup never
-    ran) are removed when the next block starts on that host; a folder whose worker lives, or
-    that names none (not this suite's), is left alone. Returns the removed ones."""
+    ran) are removed when the next block starts on that host, and whatever of their block still runs
+    is ended first (every process of a block has its staging folder as HOME, whatever session it is
+    in). A folder whose worker lives, or that names none (not this suite's), is left alone. Returns
+    the removed ones."""
     removed = []
     for staging in folder.glob(f"{STAGING_PREFIX}*"):
         try:
             os.kill(int((staging / OWNER_FILE).read_text()), 0)
         except ProcessLookupError:
+            for sid in {_session_of(pid) for pid in processes.with_env(f"HOME={staging}")} - {None}:
+                processes.end_session(sid)
             shutil.rmtree(staging, ignore_errors=True)
             removed.append(staging)
         except (OSError, ValueError):
             continue  # no owner named, or one this user may not signal: not ours to remove
     return removed
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except ProcessLookupError:
+        return None
 
 
 def absolute_paths(conf: dict, suite_dir: Path) -> dict:
