@@ -19,10 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from mbaphases import classes as classes_mod
 from mbaphases import comparable, inputs, load, staging, tables
 from mbaphases.errors import UsageError
 from mbaphases.run import batch, prepare
 from mbaphases.run.design import Design
+from mbaphases.run.executors import ray_fleet
 from mbaphases.side import Side
 from mbaphases.stats import intervals, rules
 
@@ -147,9 +149,11 @@ class Measurer:
     """Runs batches of sides with the suite's runner and loads what the store holds for them."""
 
     def __init__(self, conf_path: Path, pins: dict, case: str, runs: int, machine: str, python: str | None, out,
-                 design: Design | None = None):
+                 design: Design | None = None, fleet: ray_fleet.Fleet | None = None):
         self.conf_path, self.pins, self.case, self.runs = conf_path, pins, case, runs
-        self.machine, self.python, self.out, self.design = machine, python, out, design
+        self.machine, self.python, self.out, self.design, self.fleet = machine, python, out, design, fleet
+        # where the runs it decides on are stored: the machine, or a fleet's one hardware class
+        self.runs_under = machine
         conf = inputs.load_asv_conf(conf_path)
         self.results_dir = conf_path.resolve().parent / conf.get("results_dir", "results")
         self.repo = conf_path.resolve().parent / conf["repo"]
@@ -166,13 +170,26 @@ class Measurer:
         step_pins["reference"] = points[1].label
         before = set(self._batch_records())
         rc = batch.run_sides(self.conf_path, step_pins, self.runs, self.machine, self.python, out=self.out,
-                              design=self.design, resume_hint=FIND_RESUME_HINT)
+                              design=self.design, resume_hint=FIND_RESUME_HINT, fleet=self.fleet)
         self.batches += sorted(set(self._batch_records()) - before)
         if rc == 130:
             # interrupted: its runs are kept; the search stops rather than deciding on what is missing
             raise KeyboardInterrupt
+        if self.fleet is not None:
+            self.runs_under = self._one_class()
         self._sides.clear()
         self.measured.update(p.sha for p in points)
+
+    def _one_class(self) -> str:
+        """The fleet's one hardware class the search decides in: runs of different hardware are never
+        pooled, so a fleet of several classes is refused (its runs are kept, each under its class)."""
+        classes = classes_mod.fleet_classes(self.results_dir.parent / "raw-runs", self.machine)
+        if len(classes) != 1:
+            named = ", ".join(f"{machine} ({c['hardware']})" for machine, c in classes.items())
+            raise UsageError(f"find --fleet: the fleet's nodes are of {len(classes)} hardware classes ({named}); a "
+                             "search decides within one (runs of different hardware are never pooled): give it nodes "
+                             "of one class; the runs so far are kept, each under its class")
+        return next(iter(classes))
 
     def _batch_records(self) -> list[str]:
         return [p.stem for p in (self.results_dir.parent / "raw-runs" / self.machine / "batches").glob("*.json")]
@@ -180,8 +197,8 @@ class Measurer:
     def side(self, point: Point) -> Side | None:
         if point.sha not in self._sides:
             try:
-                self._sides[point.sha] = load.load_asv_side(point.label, point.sha, self.results_dir, self.machine,
-                                                            self.repo)
+                self._sides[point.sha] = load.load_asv_side(point.label, point.sha, self.results_dir,
+                                                            self.runs_under, self.repo)
             except UsageError:
                 self._sides[point.sha] = None  # nothing stored for it yet
         return self._sides[point.sha]
@@ -206,8 +223,8 @@ def decision_confidence(confidence: float, commits: int, max_batches: int) -> fl
 
 def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: str, *, runs: int, max_batches: int,
            budget_s: float, confidence: float, machine: str, python: str | None = None, out=sys.stdout,
-           design: Design | None = None) -> Search:
-    m = Measurer(conf_path, pins, case, runs, machine, python, out, design)
+           design: Design | None = None, fleet: ray_fleet.Fleet | None = None) -> Search:
+    m = Measurer(conf_path, pins, case, runs, machine, python, out, design, fleet)
     shas = first_parent_line(m.repo, resolve_end(m.repo, good, pins), resolve_end(m.repo, bad, pins))
     line = point_labels(m.repo, shas, pins)
     n = len(line) - 1

@@ -90,6 +90,10 @@ PINS_SCHEMA = {
         # a change below this share of the baseline's active time is never marked (mbaphases.tables)
         "marks": {"type": "object", "additionalProperties": False, "properties": {
             "min_share": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
+        # the fleet the pair blocks run on (mbaphases.run.executors.ray_fleet; --fleet, --fleet-insecure, --fleet-files)
+        "fleet": {"type": "object", "additionalProperties": False, "properties": {
+            "address": {"type": "string", "minLength": 1}, "insecure": {"type": "boolean"},
+            "files": {"enum": ["shared", "shipped"]}}},
         "gate": {"type": "object", "additionalProperties": False, "properties": {
             "threshold": _THRESHOLD, "min_runs": _POSITIVE_INT, "exceptions": {"type": "string", "minLength": 1},
             "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}}},

@@ -35,6 +35,7 @@ def add_parser(sub) -> None:
                    help="asv machine name (default: <host>-<hardware fingerprint>-<profile>)")
     f.add_argument("--python", default=None, help="use this existing python instead of building environments")
     target.add_design_arguments(f)
+    target.add_fleet_arguments(f)
     f.add_argument("--field-repo", default=None, help="search the field's repository (URL or path)")
     f.add_argument("--field-package", default=None, help="the field repository's package name")
     f.add_argument("--lock-timeout-min", type=float, default=120.0,
@@ -71,7 +72,8 @@ def main(args) -> int:
         with prepare.formal_run_lock(f"mbaphases find {conf}", 60 * args.lock_timeout_min):
             search = find_mod.bisect(conf, pins, what, args.case, args.good, args.bad, runs=runs,
                                      max_batches=args.max_batches, budget_s=60 * args.budget_min,
-                                     confidence=confidence, machine=machine, python=args.python, design=design)
+                                     confidence=confidence, machine=machine, python=args.python, design=design,
+                                     fleet=target.fleet_setting(args, pins))
     except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
         return prepare.EXIT_LOCK_TIMEOUT

@@ -12,7 +12,7 @@ from mbaphases import inputs, published, staging
 from mbaphases.errors import UsageError
 from mbaphases.run import design as design_mod
 from mbaphases.run import prepare
-from mbaphases.run.executors import ray_fleet
+from mbaphases.run.executors import ray_fleet, shipping
 
 
 def target_conf(config: Path, pins: dict, field_repo: str | None, field_package: str | None) -> Path:
@@ -98,6 +98,11 @@ def add_fleet_arguments(parser) -> None:
     parser.add_argument("--fleet-insecure", action="store_true", default=None,
                         help="send the blocks to a cluster this driver does not reach with token authentication "
                              "(anyone who reaches such a cluster runs code on every node)")
+    parser.add_argument("--fleet-files", choices=shipping.FILES, default=None,
+                        help="shared: every node sees the suite's folder, checkouts and environments at this "
+                             "machine's paths (a shared file system); shipped: the suite's folder and the commits "
+                             "are sent, each node makes the sides' environments from their locks (default: pins "
+                             "[fleet] files, else shared)")
 
 
 def fleet_setting(args, pins: dict) -> ray_fleet.Fleet | None:
@@ -107,7 +112,8 @@ def fleet_setting(args, pins: dict) -> ray_fleet.Fleet | None:
     if not address:
         return None
     insecure = bool(args.fleet_insecure if args.fleet_insecure is not None else pinned.get("insecure", False))
-    return ray_fleet.Fleet("auto" if address == "ray" else address, insecure)
+    files = args.fleet_files or pinned.get("files", "shared")
+    return ray_fleet.Fleet("auto" if address == "ray" else address, insecure, files)
 
 
 def entry_takes_turns(field_repo: str | None) -> bool:

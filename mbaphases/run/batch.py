@@ -16,7 +16,7 @@ from mbaphases.errors import UsageError
 from mbaphases.run import prepare
 from mbaphases.run import record as record_mod
 from mbaphases.run.design import Design, from_record, pairs_of_round
-from mbaphases.run.executors import ray_fleet
+from mbaphases.run.executors import ray_fleet, shipping
 from mbaphases.run.executors.local import LocalExecutor, slots_for
 from mbaphases.run.progress import Progress
 from mbaphases.stats import rules
@@ -92,7 +92,9 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         design = from_record(prior)
     # refused before anything is printed or measured
     slots = slots_for(design, hardware.profile_cpus(pins["active_profile"]))
-    node_slots = ray_fleet.join(fleet, design, until_decisive, deadline) if fleet is not None else None
+    shipped = fleet is not None and fleet.files == "shipped"
+    node_slots = None if fleet is None else ray_fleet.join(
+        fleet, design, until_decisive, deadline, shipping.runtime_env(suite_dir, repo_path) if shipped else None)
     sides = prepare.resolve_sides(pins, repo_path, only)
     if prior is not None:
         resume_mod.check_sides(prior, sides)
@@ -102,7 +104,9 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     names = {x["sha"]: f"{x['label']} ({x['ref']})" for x in sides}
     for x in sides:
         print(f"{x['role']:<9} {x['sha']}  {x['label']} ({x['ref']})", file=out, flush=True)
-    pythons = prepare.side_pythons(conf, conf_path, suite_dir, repo_path, sides, python, out) if design.paired else {}
+    # a shipped fleet's nodes make the sides' environments themselves, from the sides' locks
+    paired_here = design.paired and not shipped
+    pythons = prepare.side_pythons(conf, conf_path, suite_dir, repo_path, sides, python, out) if paired_here else {}
     now = time.time()
     started = prior["started"] if prior else now
     batch_id = prior["batch"] if prior else f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}-{os.getpid()}"
@@ -118,7 +122,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                              deadline)
     runs_under = machine
     if fleet is not None:
-        executor = ray_fleet.RayExecutor(executor, fleet.address, node_slots, machine)
+        executor = ray_fleet.RayExecutor(executor, fleet.address, node_slots, machine, files=fleet.files)
         runs_under = ray_fleet.class_machines(machine)
     b = Batch(pins, sides, design, raw_dir / machine, executor, {}, runs, started, now, until_decisive,
               profile_functions, out, prior, load.run_meta(raw_dir, runs_under, started) if prior else [], runs_under)

@@ -1,7 +1,9 @@
 """The fleet on Ray (mbaphases run --fleet): a real Ray cluster of several nodes on this machine, token
 authentication on, loopback only, the demo target at the tiny profile. Pair blocks spread over the
 nodes' slots, a node under a second hardware label (a test-only setting) reported as its own class,
-a node lost mid-block, Ctrl-C at the driver, resume."""
+a batch whose files are shipped (the nodes check its commits out of a bundle, into a cache of their
+own), a node that cannot make a side's environment, a node lost mid-block, Ctrl-C at the driver,
+resume."""
 import json
 import os
 import secrets
@@ -13,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_suite_asv import make_suite, run_mbaphases
+from test_suite_asv import make_suite, run_mbaphases, two_sided_pins
 
 from mbaphases.demo_repo import generate
 from mbaphases.run.executors.ray_fleet import OWNER_FILE, STAGING_PREFIX, changed_hardware, sweep_orphans
+from mbaphases.run.executors.shipping import BUNDLE_REFS
+from mbaphases.run.prepare import git
 
 pytestmark = pytest.mark.slow  # a Ray cluster and real asv runs: minutes
 
@@ -30,7 +34,7 @@ CLUSTER_ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN, "RAY_ENABLE_WI
 def fleet(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cluster")
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("ray_cluster.py")), str(folder),
-                             "--second-label", "second-class"],
+                             "--second-label", "second-class", "--cache", str(folder / "node-cache")],
                             env={**os.environ, **CLUSTER_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # the cluster's processes a group of their own
     try:
@@ -197,6 +201,62 @@ def test_ctrl_c_at_the_driver_ends_every_block_and_resume_goes_on(fleet):
     assert record_of(suite, "stopbox")["state"] == "finished"
 
 
+def test_a_shipped_batch_runs_from_the_nodes_own_checkouts_of_a_bundle(fleet):
+    """--fleet-files shipped: nothing of the driver's folder is read on a node; its commits arrive as a
+    bundle and are checked out in the node's cache, the suite's folder through Ray's working_dir."""
+    suite, cluster = fleet
+    cmd, env = driver(suite, cluster, "shipbox", "--runs", "2", "--fleet-files", "shipped")
+    p = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "sent to the nodes" in p.stdout and "pair environment of" not in p.stdout
+    metas = metas_of(suite, "shipbox")
+    assert len(metas) == 4 and all(not m["failed_cases"] for m in metas)
+    cache = cluster.folder / "node-cache"
+    (repo,) = (cache / "repos").iterdir()
+    for m in metas:
+        checkout = Path(m["entry"]["checkout"])
+        assert checkout.is_relative_to(cache / "worktrees") and checkout.name == m["commit"], checkout
+        assert git(repo, "rev-parse", f"{BUNDLE_REFS}/{m['commit']}") == m["commit"]
+    record = record_of(suite, "shipbox")
+    assert record["state"] == "finished" and record["fleet"]["files"] == "shipped"
+
+
+def test_a_node_that_cannot_make_a_sides_environment_says_why_and_the_block_goes_elsewhere(fleet):
+    """A side whose lock cannot be installed: each node says why once, the block goes to the other
+    node, and where every node refused, nothing is stored and the batch says so."""
+    suite, cluster = fleet
+    repo = suite / "demo-target"
+    git(repo, "checkout", "-q", "-b", "broken-lock", "mba-dev")
+    (repo / "requirements.lock").write_text("not-a-package @ file:///nonexistent/not_a_package-0-py3-none-any.whl\n")
+    git(repo, "add", "requirements.lock")
+    git(repo, "commit", "-qm", "a lock that cannot be installed")
+    git(repo, "checkout", "-q", "main")
+    (suite / "pins.broken-lock.toml").write_text(two_sided_pins("broken-lock"))
+    cmd, env = driver(suite, cluster, "brokenbox", "--runs", "1", "--fleet-files", "shipped",
+                      "--pins", "pins.broken-lock.toml")
+    p = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]  # runs that did not happen: not a clean batch
+    said = [line for line in p.stdout.splitlines() if "cannot run this batch's blocks" in line]
+    assert len(said) == 2 and all("environment" in line for line in said), p.stdout[-3000:]
+    assert "goes to node" in p.stdout and "every node of the fleet refused the batch" in p.stdout
+    assert metas_of(suite, "brokenbox") == []
+    assert {n[:8] for n in record_of(suite, "brokenbox")["fleet"]["refused"]} == {line.split()[2] for line in said}
+
+
+FIND = ["find", "--phase", "physics", "--case", "sac/g1_walk_flat/mujoco", "mba-dev", "opt/mujoco-dispatch",
+        "--runs", "2", "--max-batches", "1", "--design", "turns", "--profile", "tiny"]
+
+
+def test_a_search_on_a_fleet_of_two_hardware_classes_is_refused_and_keeps_its_runs(fleet):
+    """find decides within one hardware class: its first batch's blocks land on both nodes (one slot
+    each), one under the second label, so the search stops, its runs kept under their classes."""
+    suite, cluster = fleet
+    p = run_mbaphases(suite, *FIND, "--fleet", cluster.address, "--machine", "findtwo", env=CLUSTER_ENV)
+    assert p.returncode == 2 and p.stderr.count("error:") == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "2 hardware classes" in p.stderr and "Traceback" not in p.stderr
+    assert len(metas_of(suite, "findtwo")) == 4
+
+
 def test_a_node_lost_mid_block_has_its_block_run_again_on_another(fleet):
     """After the tests that need both nodes: it takes one of them away."""
     suite, cluster = fleet
@@ -265,3 +325,18 @@ def test_what_a_fleet_batch_cannot_be_is_one_error_line(fleet, args, needle):
     p = run_mbaphases(suite, *args, "--profile", "tiny", "--fleet", cluster.address, env=CLUSTER_ENV)
     assert p.returncode == 2 and p.stderr.count("error:") == 1 and needle in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr
+
+
+def test_a_search_runs_its_batches_on_a_fleet_of_one_class(fleet):
+    """After the node loss: one node, one class; the search's batches are fleet batches, its sides
+    loaded from that class's runs."""
+    suite, cluster = fleet
+    p = run_mbaphases(suite, *FIND, "--fleet", cluster.address, "--machine", "findone", env=CLUSTER_ENV)
+    assert p.returncode in (0, 1), p.stdout[-3000:] + p.stderr[-3000:]
+    assert "[fleet] block r1p1 ended" in p.stdout and "the search is recorded in" in p.stdout
+    (found,) = (suite / "raw-runs" / "findone" / "find").glob("*.json")
+    search = json.loads(found.read_text())
+    (batch,) = search["batches"]
+    assert record_of(suite, "findone")["batch"] == batch and record_of(suite, "findone")["fleet"]["blocks"]
+    (runs_under,) = {m["machine"] for m in metas_of(suite, "findone")}
+    assert runs_under.startswith("findone-") and len(metas_of(suite, "findone")) == 4

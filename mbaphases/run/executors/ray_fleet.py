@@ -11,17 +11,20 @@ class (``<machine>-<fingerprint>``): classes are never pooled, nodes of one clas
 comparison.
 
 The nodes see the suite folder, the sides' checkouts and environments at the driver's paths (a
-shared filesystem, docs/fleet.md).
+shared filesystem, ``files = "shared"``), or are sent what they need and make the rest themselves
+(``files = "shipped"``: mbaphases.run.executors.shipping; docs/fleet.md).
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import io
 import json
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 import uuid
@@ -35,7 +38,7 @@ from mbaphases import hardware, processes, raw_runs
 from mbaphases.errors import UsageError
 from mbaphases.formal_lock import HOLDER_VAR
 from mbaphases.run import design as design_mod
-from mbaphases.run.executors import local
+from mbaphases.run.executors import local, shipping
 from mbaphases.run.prepare import ensure_machine, worktrees
 
 SLOT = "mbaphases_slot"
@@ -49,10 +52,13 @@ INSECURE_WHY = ("a Ray cluster without token authentication runs the code of any
 class Fleet:
     address: str  # auto, HOST:PORT or ray://HOST:PORT
     insecure: bool = False  # sent to a cluster without token authentication, as asked
+    files: str = "shared"  # shared: the nodes see the driver's paths; shipped: sent (mbaphases.run.executors.shipping)
 
 
-def join(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None, deadline: float | None) -> dict:
-    """The fleet's slots per node, after what a fleet batch cannot be is refused."""
+def join(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None, deadline: float | None,
+         runtime_env: dict | None = None) -> dict:
+    """The fleet's slots per node, after what a fleet batch cannot be is refused; ``runtime_env``: what
+    Ray sends every node (a shipped batch's suite folder)."""
     if not design.paired:
         raise UsageError(f"--fleet runs pair blocks; --design {design.kind} runs one side at a time: --design turns")
     if not design.share_cpu:
@@ -62,7 +68,7 @@ def join(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None, d
                          "with --runs")
     if deadline is not None:
         raise UsageError("--fleet with --deadline-min: a fleet hands out every block at once; give it fewer --runs")
-    return connect(fleet.address, fleet.insecure)
+    return connect(fleet.address, fleet.insecure, runtime_env)
 
 
 def _unreachable(address: str, timeout_s: float = 10.0) -> str | None:
@@ -85,7 +91,7 @@ def class_machines(machine: str) -> str:
     return f"{machine}-" + "[0-9a-f]" * 6
 
 
-def connect(address: str, insecure: bool) -> dict:
+def connect(address: str, insecure: bool, runtime_env: dict | None = None) -> dict:
     """Joins the cluster at ``address`` (``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``) and returns its
     slots per node. Refused, before anything is sent, where this driver does not authenticate with a
     token (unless ``insecure``), or where no node offers a slot."""
@@ -101,7 +107,9 @@ def connect(address: str, insecure: bool) -> dict:
         raise UsageError(f"--fleet {address}: cannot join the cluster ({unreachable}); valid: auto, HOST:PORT or "
                          "ray://HOST:PORT of a running cluster")
     try:
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False)
+        if not ray.is_initialized():  # a search's later batches join the cluster its first one joined
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False,
+                     runtime_env=runtime_env)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise UsageError(f"--fleet {address}: cannot join the cluster ({str(e).splitlines()[0]}); valid: auto, "
                          "HOST:PORT or ray://HOST:PORT of a running cluster") from None
@@ -150,41 +158,72 @@ def node_machine(prefix: str) -> tuple[str, dict]:
     return f"{prefix}-{hardware.fingerprint(described)}", described
 
 
-def run_block(spec: dict) -> dict:
+def run_block(spec: dict, bundle_bytes: bytes | None = None) -> dict:
     """On a node: one pair block in a staging folder of its own; returns its files (nothing partial:
-    a block that did not end returns nothing)."""
+    a block that did not end returns nothing), or why this node cannot run the batch's blocks (a
+    shipped batch's environment or checkout it could not make: ``refused``)."""
     machine, described = node_machine(spec["machine"])
     sweep_orphans(Path(tempfile.gettempdir()))
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{spec['name']}-"))
     (staging / OWNER_FILE).write_text(str(os.getpid()))
     try:
-        conf = {**absolute_paths(spec["conf"], Path(spec["suite_dir"])), "results_dir": str(staging / "results")}
+        try:
+            where = _block_files(spec, bundle_bytes, staging)
+        except shipping.NodeRefused as e:
+            return {"refused": str(e), "node": _node_id(), "machine": machine}
         conf_path = staging / "asv.block.conf.json"
-        conf_path.write_text(json.dumps(conf, indent=2))
+        conf_path.write_text(json.dumps(where.conf, indent=2))
         # asv's machine file in the staging folder: blocks starting at once never share one
-        env = {**os.environ, **spec["env"], "HOME": str(staging), "MBAPHASES_RAW_DIR": str(staging / "raw-runs"),
-               "MBAPHASES_MACHINE": machine}
+        env = {**os.environ, **spec["env"], **where.env, "HOME": str(staging),
+               "MBAPHASES_RAW_DIR": str(staging / "raw-runs"), "MBAPHASES_MACHINE": machine}
         with _home(staging):
             ensure_machine(conf_path, machine)
-        base = [spec["python"], "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
+        base = [where.python, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
                 "--record-samples", "--show-stderr"]
         design = design_mod.Design(**spec["design"])
         with slot_of(spec["slot_size"], sorted(os.sched_getaffinity(0))) as cpus:
             # the slot's lock is this block's formal-run lock: its entry runs count it as theirs
             env[HOLDER_VAR] = f"fleet block {spec['batch']}/{spec['name']} on CPU {','.join(map(str, cpus))}"
             slots = local.Slots([cpus], spec["slot_size"], cpus)
-            executor = local.LocalExecutor(base, conf, conf_path, Path(spec["suite_dir"]), None, env, spec["names"],
-                                           spec["batch"], slots, io.StringIO(), pythons=spec["pythons"])
+            executor = local.LocalExecutor(base, where.conf, conf_path, where.suite_dir, None, env, spec["names"],
+                                           spec["batch"], slots, io.StringIO(), pythons=where.pythons)
             # a pair id of this execution's own: a block Ray runs again after its node was lost must
             # not be released by the markers of the lost one
             codes = executor.run_pair(design, tuple(spec["item"]), spec["pair_count"],
-                                      f"{spec['attempt']}x{uuid.uuid4().hex[:6]}", Path(spec["trees"]))
+                                      f"{spec['attempt']}x{uuid.uuid4().hex[:6]}", where.trees)
         files = {str(p.relative_to(staging)): p.read_bytes() for p in sorted(staging.rglob("*"))
                  if p.is_file() and p.parts[len(staging.parts)] in ("raw-runs", "results")}
         return {"machine": machine, "hardware": described, "cpus": cpus, "codes": codes, "files": files,
                 "node": _node_id(), "log": executor.out.getvalue()}
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+@dataclass
+class BlockFiles:
+    """Where a block's run finds what it runs: the suite's folder, asv's config, the checkouts, the pythons."""
+    suite_dir: Path
+    conf: dict
+    trees: Path
+    python: str  # asv's
+    pythons: dict  # each side's
+    env: dict  # the batch's variables that name the driver's files, made this node's
+
+
+def _block_files(spec: dict, bundle_bytes: bytes | None, staging: Path) -> BlockFiles:
+    """The driver's paths (shared files), or this node's own (shipped: the suite folder Ray unpacked as
+    the working folder, the commits from the bundle, the environments made here)."""
+    if spec["files"] == "shared":
+        suite_dir = Path(spec["suite_dir"])
+        conf = {**absolute_paths(spec["conf"], suite_dir), "results_dir": str(staging / "results")}
+        return BlockFiles(suite_dir, conf, Path(spec["trees"]), spec["python"], spec["pythons"], {})
+    suite_dir = Path.cwd()  # Ray's working_dir: the suite's folder as the driver sent it
+    repo, trees, pythons = shipping.prepare(spec, bundle_bytes, suite_dir, _node_id())
+    conf = {**absolute_paths(spec["conf"], suite_dir), "repo": str(repo), "env_dir": str(staging / "env"),
+            "results_dir": str(staging / "results")}
+    (staging / "pins.toml").write_text(spec["pins_text"])
+    return BlockFiles(suite_dir, conf, trees, sys.executable, pythons,
+                      {"MBAPHASES_PINS": str(staging / "pins.toml"), "MBAPHASES_PROGRESS": str(staging / "progress.json")})
 
 
 STAGING_PREFIX, OWNER_FILE = "mbaphases-block-", "owner.pid"
@@ -330,6 +369,9 @@ class RayExecutor:
     blocks: list[dict] = field(default_factory=list)  # every block as it ended (the batch record's fleet part)
     node_machine: dict = field(default_factory=dict)  # node id -> the machine (hardware class) its blocks had
     not_started: int = 0
+    files: str = "shared"  # shared or shipped (mbaphases.run.executors.shipping)
+    shipped: dict | None = None  # a shipped batch's commits: the sides' lock hashes, the bundle in Ray's store
+    refused: dict = field(default_factory=dict)  # node id -> why it cannot run this batch's blocks
 
     # the batch's settings are the local executor's
     slots = property(lambda self: self.local.slots)
@@ -345,7 +387,8 @@ class RayExecutor:
         return None
 
     def as_record(self) -> dict:
-        return {"address": self.address, "nodes": self.node_slots, "blocks": self.blocks}
+        return {"address": self.address, "nodes": self.node_slots, "files": self.files, "blocks": self.blocks,
+                **({"refused": self.refused} if self.refused else {})}
 
     def plan_lines(self) -> list[str]:
         n = sum(self.node_slots.values())
@@ -373,36 +416,58 @@ class RayExecutor:
             todo += [(f"r{k + 1}p{i + 1}", i, pair, k) for i, pair in enumerate(pairs) if f"r{k + 1}p{i + 1}" not in done]
         if not todo:
             return 0
-        trees = worktrees(self.local.suite_dir, self.local.repo_path, sorted({x["sha"] for it in todo for x in it[2]}))
-        remote = ray.remote(run_block).options(num_cpus=0, resources={SLOT: 1}, max_retries=RETRIES,
-                                              retry_exceptions=False)
+        shas = sorted({x["sha"] for it in todo for x in it[2]})
+        if self.files == "shipped":  # the commits go as one bundle; the nodes check them out themselves
+            self.shipped = {"locks": shipping.lock_hashes(self.local.repo_path, shas),
+                            "bundle": ray.put(shipping.bundle(self.local.repo_path, shas))}
+            trees = None
+        else:
+            trees = worktrees(self.local.suite_dir, self.local.repo_path, shas)
         began = time.time()
-        pending = {remote.remote(self._spec(design, item, pair_count, attempt, trees)): item for item in balanced(todo)}
+        pending = {self._submit(design, item, pair_count, attempt, trees): item for item in balanced(todo)}
         self.say(f"[fleet] {len(pending)} block{'s' if len(pending) != 1 else ''} on {sum(self.node_slots.values())} "
-                 "slots")
+                 "slots" + (" (the suite's folder, the commits and the sides' locks sent to the nodes)"
+                            if self.files == "shipped" else ""))
         rc = 0
         try:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
-                rc = self._ended(pending.pop(ready[0]), ready[0], began, len(pending)) or rc
+                item = pending.pop(ready[0])
+                code, elsewhere = self._ended(item, ready[0], began, len(pending))
+                if elsewhere is not None:
+                    pending[self._submit(design, item, pair_count, attempt, trees, elsewhere)] = item
+                rc = code or rc
         except BaseException:
             for ref in pending:  # every block on every node ends with the driver
                 ray.cancel(ref, force=False)
             raise
         return rc
 
-    def _ended(self, item: tuple, ref, began: float, left: int) -> int:
-        """One block's end: stored (unless lost, or from a node whose hardware changed), a line said."""
+    def _submit(self, design, item, pair_count, attempt, trees, node: str | None = None):
+        """One block handed to Ray: to any node with a free slot, or to ``node``."""
+        import ray
+        options = {"num_cpus": 0, "resources": {SLOT: 1}, "max_retries": RETRIES, "retry_exceptions": False}
+        if node is not None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
+        spec = self._spec(design, item, pair_count, attempt, trees)
+        return ray.remote(run_block).options(**options).remote(spec, (self.shipped or {}).get("bundle"))
+
+    def _ended(self, item: tuple, ref, began: float, left: int) -> tuple[int, str | None]:
+        """One block's end: stored (unless lost, or from a node whose hardware changed), a line said.
+        Returns its exit status, and the node to run it on instead where its own refused the batch."""
         import ray
         try:
             finished = ray.get(ref)
         except (ray.exceptions.RayError, ray.exceptions.TaskCancelledError) as e:
             self.say(f"[fleet] block {item[0]} lost ({type(e).__name__}): nothing of it is kept")
-            return 2
+            return 2, None
+        if "refused" in finished:
+            return self._refused(item, finished)
         changed = changed_hardware(self.node_machine, finished)
         if changed:
             self.say(f"[fleet] block {item[0]}: {changed}")
-            return 2
+            return 2, None
         self.node_machine[finished["node"]] = finished["machine"]
         stored = store_block(finished, self.local.suite_dir, self._results_dir())
         if max(finished["codes"]):  # asv's own lines say what failed
@@ -414,19 +479,42 @@ class RayExecutor:
         self.say(f"[fleet] block {item[0]} ended on node {finished['node'][:8]} ({finished['machine']}, CPU "
                  f"{','.join(map(str, finished['cpus']))}): {len(stored)} runs kept; {left} left"
                  + (f", about {left * elapsed / len(self.blocks):.0f} s at the fleet's rate so far" if left else ""))
-        return max(finished["codes"])
+        return max(finished["codes"]), None
+
+    def _refused(self, item: tuple, finished: dict) -> tuple[int, str | None]:
+        """A node that cannot run the batch's blocks (said once); the block goes to the node of the others
+        with the fewest blocks so far, or, where every node refused, is not run."""
+        node = finished["node"]
+        if node not in self.refused:
+            self.refused[node] = finished["refused"]
+            self.say(f"[fleet] node {node[:8]} ({finished['machine']}) cannot run this batch's blocks: "
+                     f"{finished['refused']}")
+        others = [n for n in self.node_slots if n not in self.refused]
+        if not others:
+            self.say(f"[fleet] block {item[0]} not run: every node of the fleet refused the batch")
+            return 2, None
+        load = {n: sum(b["node"] == n for b in self.blocks) for n in others}
+        elsewhere = min(others, key=lambda n: load[n])
+        self.say(f"[fleet] block {item[0]} goes to node {elsewhere[:8]}")
+        return 0, elsewhere
 
     def _results_dir(self) -> Path:
         return self.local.suite_dir / self.local.conf.get("results_dir", "results")  # absolute stays absolute
 
     def _spec(self, design, item, pair_count, attempt, trees) -> dict:
         name, i, pair, k = item
-        return {"machine": self.machine, "name": name, "conf": self.local.conf, "env": self._env(),
+        spec = {"machine": self.machine, "name": name, "conf": self.local.conf, "env": self._env(),
                 "python": self.local.base[0], "design": {"kind": design.kind, "pairing": design.pairing,
                                                          "turn_ms": design.turn_ms},
                 "slot_size": self.local.slots.size, "suite_dir": str(self.local.suite_dir), "names": self.local.names,
                 "batch": self.local.batch, "pythons": self.local.pythons, "item": [name, i, list(pair), k],
-                "pair_count": pair_count, "attempt": attempt, "trees": str(trees)}
+                "pair_count": pair_count, "attempt": attempt, "trees": str(trees), "files": self.files}
+        if self.files == "shipped":
+            # the node's repository is one per driver's repository, whatever its path on the node
+            spec.update(locks={x["sha"]: self.shipped["locks"][x["sha"]] for x in pair},
+                        repo_key=hashlib.sha256(f"{socket.gethostname()}:{self.local.repo_path}".encode()).hexdigest()[:12],
+                        pins_text=Path(self.local.env["MBAPHASES_PINS"]).read_text())
+        return spec
 
     def _env(self) -> dict:
         # the batch's variables, not the driver's shell: a node has its own PATH, HOME and Ray's; the
