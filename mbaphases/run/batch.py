@@ -94,7 +94,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     slots = slots_for(design, hardware.profile_cpus(pins["active_profile"]))
     shipped = fleet is not None and fleet.files == "shipped"
     node_slots = None if fleet is None else ray_fleet.join(
-        fleet, design, until_decisive, deadline, shipping.runtime_env(suite_dir, repo_path) if shipped else None)
+        fleet, design, until_decisive, deadline, shipping.runtime_env(suite_dir, repo_path, conf) if shipped else None)
     sides = prepare.resolve_sides(pins, repo_path, only)
     if prior is not None:
         resume_mod.check_sides(prior, sides)

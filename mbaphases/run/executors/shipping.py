@@ -44,12 +44,15 @@ class NodeRefused(Exception):
     """Why this node cannot run the batch's blocks (its environment, its checkout)."""
 
 
-def runtime_env(suite_dir: Path, repo_path: Path | None) -> dict:
+def runtime_env(suite_dir: Path, repo_path: Path | None, conf: dict) -> dict:
     """Ray's runtime environment of a shipped batch: the suite's folder as every block's working folder,
-    less what no node needs (the target's repository goes as a bundle)."""
+    less what no node needs (the target's repository goes as a bundle; asv's results, environments and
+    pages of this config stay with the driver)."""
     excludes = list(NOT_SHIPPED)
-    if repo_path is not None and repo_path.resolve().is_relative_to(suite_dir.resolve()):
-        excludes.append("/" + repo_path.resolve().relative_to(suite_dir.resolve()).as_posix() + "/")
+    inside = [repo_path] + [suite_dir / conf[k] for k in ("results_dir", "html_dir", "env_dir") if conf.get(k)]
+    for folder in inside:
+        if folder is not None and folder.resolve().is_relative_to(suite_dir.resolve()):
+            excludes.append("/" + folder.resolve().relative_to(suite_dir.resolve()).as_posix() + "/")
     return {"working_dir": str(suite_dir), "excludes": excludes}
 
 
