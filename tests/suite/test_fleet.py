@@ -141,16 +141,21 @@ def test_a_driver_without_token_authentication_is_refused_before_anything_runs(f
 
 def _suite_processes(suite) -> list[str]:
     """Processes of this test's suite still running: the driver's (their command line names the suite)
-    and the blocks' on the nodes (asv and the entries name their block's staging folder)."""
+    and the blocks' on the nodes (asv and the entries name their block's staging folder); this test's
+    own process and its parents aside."""
+    mine, pid = set(), os.getpid()
+    while pid > 1:
+        mine.add(pid)
+        pid = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
     found = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+        if not proc.name.isdigit() or int(proc.name) in mine:
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if (str(suite) in cmdline or "mbaphases-block-" in cmdline) and "pytest" not in cmdline:
+        if str(suite) in cmdline or "mbaphases-block-" in cmdline:
             found.append(f"{proc.name}: {cmdline[:200]}")
     return found
 
