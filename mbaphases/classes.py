@@ -1,7 +1,7 @@
 """One verdict per hardware class of a fleet batch, and whether the classes agree.
 
 A fleet stores each hardware class's runs under a machine name of its own
-(mbaphases.run.executors.ray_fleet); classes are never pooled. Each class gets its own report; this
+(mbaphases.run.executors.blocks); classes are never pooled. Each class gets its own report; this
 module reads their summaries and says, per candidate, whether every class reached the same verdict
 ("MBA next: PASS on AMD EPYC (2 nodes), PASS on Intel Xeon (1 node)") or the verdict is
 hardware-dependent (each class's ratio interval named)."""

@@ -24,7 +24,7 @@ from mbaphases import comparable, inputs, load, staging, tables
 from mbaphases.errors import UsageError
 from mbaphases.run import batch, prepare
 from mbaphases.run.design import Design
-from mbaphases.run.executors import ray_fleet
+from mbaphases.run.executors import blocks
 from mbaphases.side import Side
 from mbaphases.stats import intervals, rules
 
@@ -149,7 +149,7 @@ class Measurer:
     """Runs batches of sides with the suite's runner and loads what the store holds for them."""
 
     def __init__(self, conf_path: Path, pins: dict, case: str, runs: int, machine: str, python: str | None, out,
-                 design: Design | None = None, fleet: ray_fleet.Fleet | None = None):
+                 design: Design | None = None, fleet: blocks.Fleet | None = None):
         self.conf_path, self.pins, self.case, self.runs = conf_path, pins, case, runs
         self.machine, self.python, self.out, self.design, self.fleet = machine, python, out, design, fleet
         # where the runs it decides on are stored: the machine, or a fleet's one hardware class
@@ -223,7 +223,7 @@ def decision_confidence(confidence: float, commits: int, max_batches: int) -> fl
 
 def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: str, *, runs: int, max_batches: int,
            budget_s: float, confidence: float, machine: str, python: str | None = None, out=sys.stdout,
-           design: Design | None = None, fleet: ray_fleet.Fleet | None = None) -> Search:
+           design: Design | None = None, fleet: blocks.Fleet | None = None) -> Search:
     m = Measurer(conf_path, pins, case, runs, machine, python, out, design, fleet)
     shas = first_parent_line(m.repo, resolve_end(m.repo, good, pins), resolve_end(m.repo, bad, pins))
     line = point_labels(m.repo, shas, pins)

@@ -90,7 +90,7 @@ PINS_SCHEMA = {
         # a change below this share of the baseline's active time is never marked (mbaphases.tables)
         "marks": {"type": "object", "additionalProperties": False, "properties": {
             "min_share": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
-        # the fleet the pair blocks run on (mbaphases.run.executors.ray_fleet; --fleet, --fleet-insecure, --fleet-files)
+        # the fleet the pair blocks run on (mbaphases.run.executors.blocks; --fleet, --fleet-insecure, --fleet-files)
         "fleet": {"type": "object", "additionalProperties": False, "properties": {
             "address": {"type": "string", "minLength": 1}, "insecure": {"type": "boolean"},
             "files": {"enum": ["shared", "shipped"]}}},

@@ -12,7 +12,7 @@ from mbaphases import inputs, published, staging
 from mbaphases.errors import UsageError
 from mbaphases.run import design as design_mod
 from mbaphases.run import prepare
-from mbaphases.run.executors import ray_fleet, shipping
+from mbaphases.run.executors import blocks, shipping
 
 
 def target_conf(config: Path, pins: dict, field_repo: str | None, field_package: str | None) -> Path:
@@ -93,8 +93,9 @@ def add_design_arguments(parser) -> None:
 def add_fleet_arguments(parser) -> None:
     parser.add_argument("--fleet", default=None, metavar="ADDRESS",
                         help="run the pair blocks on a Ray cluster: 'ray' (ray.init('auto')), HOST:PORT or "
-                             "ray://HOST:PORT; each node offers slots with the resource mbaphases_slot (docs/fleet.md; "
-                             "default: pins [fleet] address, else this machine)")
+                             "ray://HOST:PORT, each node offering slots with the resource mbaphases_slot; or as jobs "
+                             "of a Slurm partition: 'slurm' or 'slurm:PARTITION' (docs/fleet.md; default: pins "
+                             "[fleet] address, else this machine)")
     parser.add_argument("--fleet-insecure", action="store_true", default=None,
                         help="send the blocks to a cluster this driver does not reach with token authentication "
                              "(anyone who reaches such a cluster runs code on every node)")
@@ -105,7 +106,7 @@ def add_fleet_arguments(parser) -> None:
                              "[fleet] files, else shared)")
 
 
-def fleet_setting(args, pins: dict) -> ray_fleet.Fleet | None:
+def fleet_setting(args, pins: dict) -> blocks.Fleet | None:
     """The fleet the blocks run on (--fleet, else pins [fleet]), or None: this machine."""
     pinned = pins.get("fleet") or {}
     address = args.fleet or pinned.get("address")
@@ -113,7 +114,7 @@ def fleet_setting(args, pins: dict) -> ray_fleet.Fleet | None:
         return None
     insecure = bool(args.fleet_insecure if args.fleet_insecure is not None else pinned.get("insecure", False))
     files = args.fleet_files or pinned.get("files", "shared")
-    return ray_fleet.Fleet("auto" if address == "ray" else address, insecure, files)
+    return blocks.Fleet("auto" if address == "ray" else address, insecure, files)
 
 
 def entry_takes_turns(field_repo: str | None) -> bool:

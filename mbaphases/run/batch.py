@@ -16,7 +16,7 @@ from mbaphases.errors import UsageError
 from mbaphases.run import prepare
 from mbaphases.run import record as record_mod
 from mbaphases.run.design import Design, from_record, pairs_of_round
-from mbaphases.run.executors import ray_fleet, shipping
+from mbaphases.run.executors import blocks, fleets, shipping
 from mbaphases.run.executors.local import LocalExecutor, slots_for
 from mbaphases.run.progress import Progress
 from mbaphases.stats import rules
@@ -58,7 +58,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
               only: list[str] | None = None, until_decisive: dict | None = None, out=sys.stdout,
               allow_other_hardware: bool = False, profile_functions: bool = False, design: Design | None = None,
               resume: bool = False, resume_hint: str = RESUME_HINT, deadline: float | None = None,
-              fleet: ray_fleet.Fleet | None = None) -> int:
+              fleet: blocks.Fleet | None = None) -> int:
     """Run every side ``runs`` times with asv in ``design`` (default: solo); returns the exit status
     (0: every run of every case succeeded; runs the deadline kept from starting are no failure).
 
@@ -69,8 +69,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     otherwise a new batch.
     ``deadline`` (time.time()): no unit starts that would not end by then, estimated from the units so
     far (mbaphases.run.executors.local); every completed run is kept, the report decides on them.
-    ``fleet``: the pair blocks run on a Ray cluster's slots (mbaphases.run.executors.ray_fleet), each
-    hardware class's runs under a machine name of its own."""
+    ``fleet``: the pair blocks run on a fleet's slots (a Ray cluster's or a Slurm partition's:
+    mbaphases.run.executors.blocks), each hardware class's runs under a machine name of its own."""
     design = design or Design("solo")
     conf_path = Path(conf_path).resolve()
     conf = inputs.load_asv_conf(conf_path)
@@ -93,8 +93,9 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     # refused before anything is printed or measured
     slots = slots_for(design, hardware.profile_cpus(pins["active_profile"]))
     shipped = fleet is not None and fleet.files == "shipped"
-    node_slots = None if fleet is None else ray_fleet.join(
-        fleet, design, until_decisive, deadline, shipping.runtime_env(suite_dir, repo_path, conf) if shipped else None)
+    backend = None if fleet is None else fleets.join(
+        fleet, design, until_decisive, deadline, slots.size, suite_dir,
+        shipping.runtime_env(suite_dir, repo_path, conf) if shipped else None)
     sides = prepare.resolve_sides(pins, repo_path, only)
     if prior is not None:
         resume_mod.check_sides(prior, sides)
@@ -122,8 +123,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
                              deadline)
     runs_under = machine
     if fleet is not None:
-        executor = ray_fleet.RayExecutor(executor, fleet.address, node_slots, machine, files=fleet.files)
-        runs_under = ray_fleet.class_machines(machine)
+        executor = blocks.FleetExecutor(executor, backend, machine, files=fleet.files)
+        runs_under = blocks.class_machines(machine)
     b = Batch(pins, sides, design, raw_dir / machine, executor, {}, runs, started, now, until_decisive,
               profile_functions, out, prior, load.run_meta(raw_dir, runs_under, started) if prior else [], runs_under)
     b.record = _start_record(b, conf_path, machine, _plan(b))
@@ -220,7 +221,7 @@ def _start_record(b: Batch, conf_path: Path, machine: str, allocated: dict | Non
         record["until_decisive"] = b.until_decisive
     if b.executor.deadline is not None:
         record["deadline"] = {"at": b.executor.deadline, "not_started": 0}
-    if isinstance(b.executor, ray_fleet.RayExecutor):
+    if isinstance(b.executor, blocks.FleetExecutor):
         record["fleet"] = b.executor.as_record()
     if allocated is not None:
         record["allocation"] = allocated
@@ -281,7 +282,7 @@ def _run(b: Batch, progress_file: Path, names: dict, resume_hint: str) -> int:
         progress_file.unlink(missing_ok=True)
     if b.executor.deadline is not None:
         b.record["deadline"]["not_started"] = b.executor.not_started
-    if isinstance(b.executor, ray_fleet.RayExecutor):
+    if isinstance(b.executor, blocks.FleetExecutor):
         b.record["fleet"] = b.executor.as_record()
     return record_mod.finish(b.record, b.machine_dir, b.started, names, progress["done_runs"], runs_by_side, rc, b.out,
                              resume_hint, b.runs_under)

@@ -18,7 +18,7 @@ import pytest
 from test_suite_asv import make_suite, run_mbaphases, two_sided_pins
 
 from mbaphases.demo_repo import generate
-from mbaphases.run.executors.ray_fleet import OWNER_FILE, STAGING_PREFIX, changed_hardware, sweep_orphans
+from mbaphases.run.executors.blocks import OWNER_FILE, STAGING_PREFIX, changed_hardware, sweep_orphans
 from mbaphases.run.executors.shipping import BUNDLE_REFS
 from mbaphases.run.prepare import git
 
