@@ -9,10 +9,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from test_fleet import _suite_processes, _until, metas_of
 from test_suite_asv import make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
@@ -50,15 +50,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _until(predicate, timeout_s: float) -> bool:
-    end = time.time() + timeout_s
-    while time.time() < end:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +101,6 @@ def driver(suite, env, machine, *extra):
              "--machine", machine, *extra], {**env, "MBAPHASES_LOCK": str(suite / "formal.lock")})
 
 
-def metas_of(suite, machine):
-    return [json.loads(p.read_text()) for p in (suite / "raw-runs").glob(f"{machine}-*/*/run*.meta.json")]
-
-
 def test_each_block_is_a_job_of_one_slots_cpus_and_comes_back_whole(slurm, suite, tmp_path):
     folder, env = slurm
     rounds = 2
@@ -137,20 +124,6 @@ def test_each_block_is_a_job_of_one_slots_cpus_and_comes_back_whole(slurm, suite
                       env={"MBAPHASES_PROFILE": "tiny"})
     assert r.returncode in (0, 1), r.stderr
     assert json.loads((tmp_path / "rep" / "classes.json").read_text())["candidates"]
-
-
-def _suite_processes(suite) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(suite) in cmdline or "mbaphases-block-" in cmdline:
-            found.append(f"{proc.name}: {cmdline[:200]}")
-    return found
 
 
 def test_ctrl_c_at_the_driver_cancels_the_jobs_and_leaves_no_process(slurm, suite):
