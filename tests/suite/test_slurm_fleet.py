@@ -142,3 +142,15 @@ def test_ctrl_c_at_the_driver_cancels_the_jobs_and_leaves_no_process(slurm, suit
     assert _until(queued, 60), "every job cancelled"
     assert _until(lambda: not _suite_processes(suite), 60), _suite_processes(suite)
     assert len(metas_of(suite, "slurmstop")) < 12
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--fleet", "slurm", "--fleet-files", "shipped"], "a Slurm cluster's nodes share its file system"),
+    (["--fleet", "slurm:no-such-partition"], "--fleet slurm:no-such-partition: "),
+])
+def test_what_a_slurm_fleet_cannot_be_is_one_error_line(slurm, suite, args, needle):
+    folder, env = slurm
+    p = run_mbaphases(suite, "run", "--design", "turns", "--profile", "tiny", "--machine", "slurmbad", *args,
+                      env={"SLURM_CONF": env["SLURM_CONF"]})
+    assert p.returncode == 2 and p.stderr.count("error:") == 1 and needle in p.stderr, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and not (suite / "raw-runs" / "slurmbad").exists()

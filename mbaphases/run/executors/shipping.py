@@ -152,8 +152,9 @@ def prepare(spec: dict, bundle_bytes: bytes, suite_dir: Path, node: str) -> tupl
     node's lock. Returns the node's repository, its checkouts and each side's python."""
     cache = cache_dir()
     shas = list(spec["locks"])
-    refused = cache / f"refused-{spec['batch']}-{node}"
-    if refused.is_file():  # said once; the batch's later blocks on this node end at once
+    # said once; the attempt's later blocks on this node end at once (a resumed batch tries the node again)
+    refused = cache / f"refused-{spec['batch']}-{spec['attempt']}-{node}"
+    if refused.is_file():
         raise NodeRefused(refused.read_text())
     with _locked(cache / "prepare.lock"):
         try:

@@ -51,7 +51,9 @@ def connect(address: str, files: str, slot_size: int, folder: Path) -> SlurmBack
             nodes[name] = nodes.get(name, 0) or int(cpus) // slot_size
     nodes = {k: v for k, v in nodes.items() if v}
     if not nodes:
-        raise UsageError(f"--fleet {address}: no node of the partition is up with {slot_size} CPUs for a slot")
+        raise UsageError(f"--fleet {address}: no node of {'partition ' + partition if partition else 'the default partition'} "
+                         f"is up with {slot_size} CPU{'s' if slot_size != 1 else ''} for a slot; valid: slurm (the default "
+                         "partition) or slurm:PARTITION of a partition with such nodes")
     return SlurmBackend(nodes, f"the Slurm partition {partition or '(default)'}", partition, slot_size, folder)
 
 
