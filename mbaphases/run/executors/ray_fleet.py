@@ -14,6 +14,7 @@ from mbaphases.errors import UsageError
 from mbaphases.run.executors import blocks
 
 SLOT = "mbaphases_slot"
+CANCEL_WAIT_S = 60  # a cancelled block ends its processes in seconds (processes.GRACE_S each)
 INSECURE_WHY = ("a Ray cluster without token authentication runs the code of anyone who reaches it on every "
                 "node")
 
@@ -101,6 +102,11 @@ class RayBackend:
             raise blocks.BlockLost(type(e).__name__) from None
 
     def cancel(self, handles: list) -> None:
+        """Every block interrupted, and waited for while it ends its processes: the driver's exit ends the
+        Ray job, whose teardown kills the workers, and a worker killed mid-cleanup leaves what it started
+        (asv's forkserver) running."""
         import ray
         for ref in handles:
             ray.cancel(ref, force=False)
+        if handles:
+            ray.wait(handles, num_returns=len(handles), timeout=CANCEL_WAIT_S)
