@@ -39,6 +39,7 @@ SUITE_DIR = Path(__file__).resolve().parents[1]
 PLUGIN_DIR = SUITE_DIR / "asv-plugin"
 INSTALL_RECORD = "mbaphases-install.json"
 PINNED_LOCK = "requirements.lock"  # a published side's exact package list (mbaphases.published)
+LOCK_FILES = (PINNED_LOCK, "uv.lock")  # a side whose checkout has one gets an environment of its own
 # asv's own packages in every environment, kept when a side's environment is made its lock
 HARNESS = {"asv-runner", "asv-bench-mbaphases", "pip", "setuptools", "wheel", "uv", "virtualenv"}
 
@@ -142,7 +143,7 @@ def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | Non
 def own_environment(checkout: Path) -> bool:
     """Whether a side's checkout says what its environment holds (a lock): two such sides cannot
     share one environment at the same time, as a duet runs them."""
-    return (Path(checkout) / PINNED_LOCK).is_file() or (Path(checkout) / "uv.lock").is_file()
+    return any((Path(checkout) / name).is_file() for name in LOCK_FILES)
 
 
 def side_environment(env_root: Path, checkout: Path, commit: str, python_version: str, install_command: list[str],

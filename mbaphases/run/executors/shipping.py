@@ -32,7 +32,6 @@ from mbaphases import targets
 
 CACHE_VAR = "MBAPHASES_FLEET_CACHE"
 FILES = ("shared", "shipped")
-LOCKS = (targets.PINNED_LOCK, "uv.lock")  # a side with one of these gets an environment of its own
 # what the batch's nodes never need of the suite's folder: stored results, environments, the target's
 # checkouts (they go as a bundle), the suite's own tests and docs
 NOT_SHIPPED = ["/.asv/", "/.git/", "/.venv/", "/results/", "/raw-runs/", "/reports/", "/html/", "/docs/", "/tests/",
@@ -84,7 +83,7 @@ def lock_hashes(repo_path: Path, shas: list[str]) -> dict[str, str | None]:
     out = {}
     for sha in shas:
         out[sha] = None
-        for name in LOCKS:
+        for name in targets.LOCK_FILES:
             p = subprocess.run(["git", "-C", str(repo_path), "show", f"{sha}:{name}"], capture_output=True, check=False)
             if p.returncode == 0:
                 out[sha] = hashlib.sha256(p.stdout).hexdigest()
