@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 # standard library only, like this module: both run with a target environment's python
@@ -144,6 +145,11 @@ def own_environment(checkout: Path) -> bool:
     """Whether a side's checkout says what its environment holds (a lock): two such sides cannot
     share one environment at the same time, as a duet runs them."""
     return any((Path(checkout) / name).is_file() for name in LOCK_FILES)
+
+
+def runner_requirement() -> str:
+    """asv's runner at the version of the driver's: a side's own environment runs what asv sends it."""
+    return f"asv_runner=={metadata.version('asv_runner')}"
 
 
 def side_environment(env_root: Path, checkout: Path, commit: str, python_version: str, install_command: list[str],

@@ -12,7 +12,6 @@ import sys
 import time
 import tomllib
 from contextlib import contextmanager
-from importlib import metadata
 from pathlib import Path
 
 from mbaphases import formal_lock, hardware, targets
@@ -157,13 +156,12 @@ def side_pythons(conf: dict, conf_path: Path, suite_dir: Path, repo_path: Path, 
         raise UsageError(f"--python {python} with --design pairs or turns: the sides {', '.join(x['label'] for x in own)} carry a lock "
                          "and each run in an environment of its own; leave --python out")
     pythons = dict.fromkeys(shas, sys.executable)
-    runner_requirement = f"asv_runner=={metadata.version('asv_runner')}"
     for x in own:
         print(f"pair environment of {x['label']} ({x['ref']})", file=out, flush=True)
         try:
             pythons[x["sha"]] = str(targets.side_environment(
                 suite_dir / ".asv" / "duet-env", trees / x["sha"], x["sha"], str(conf["pythons"][0]),
-                list(conf.get("install_command") or []), conf_path.parent, runner_requirement))
+                list(conf.get("install_command") or []), conf_path.parent, targets.runner_requirement()))
         except targets.TargetError as e:
             raise UsageError(f"side {x['label']!r}: {e}") from None
     return pythons

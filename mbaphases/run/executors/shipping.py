@@ -25,7 +25,6 @@ import os
 import subprocess
 import sys
 import tempfile
-from importlib import metadata
 from pathlib import Path
 
 from mbaphases import targets
@@ -128,14 +127,14 @@ def environments(cache: Path, trees: Path, locks: dict[str, str | None], conf: d
     """Each side's python on this node: the node's own (the one running the suite) for a side without
     a lock, else an environment made from the side's lock, checked against the driver's lock hash."""
     pythons = {}
-    runner = f"asv_runner=={metadata.version('asv_runner')}"
     for sha, expected in locks.items():
         if expected is None:
             pythons[sha] = sys.executable
             continue
         try:
             python = targets.side_environment(cache / "duet-env", trees / sha, sha, str(conf["pythons"][0]),
-                                              list(conf.get("install_command") or []), suite_dir, runner)
+                                              list(conf.get("install_command") or []), suite_dir,
+                                              targets.runner_requirement())
         except targets.TargetError as e:
             raise NodeRefused(f"cannot make {sha[:12]}'s environment: {e}") from None
         record = json.loads((Path(python).parent.parent / targets.INSTALL_RECORD).read_text())
