@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from mbaphases import analysis, outputs, plots, views
+from mbaphases import analysis, outputs, views
 from mbaphases import gate as gate_mod
 
 CSS = """
@@ -108,6 +108,8 @@ def write_page(rep: analysis.Report, out: Path) -> Path:
     the caller moves it into place and links it from asv's page)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    # matplotlib is imported where a page is drawn: every command parser loads this module
+    from mbaphases import plots  # noqa: PLC0415
     pics = plots.draw_all(rep, out / "plots")
     shown = views.view_tables(rep)
     b, c = rep.baseline, rep.candidate
@@ -135,6 +137,7 @@ def write_overview_page(ov: analysis.Overview, out: Path, folders: dict[str, str
     gains), additivity, the history line; each candidate's own page in its folder."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    from mbaphases import plots  # noqa: PLC0415 -- as in write_page
     pics = plots.draw_overview(ov, out / "plots")
     v = views.overview_tables(ov)
     page = out / "index.html"

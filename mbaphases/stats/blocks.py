@@ -29,7 +29,6 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 from scipy import stats
 
 # fewer residual degrees of freedom make t's quantile, and so the interval, too wide to help
@@ -92,7 +91,10 @@ def fit(rows: list[tuple]) -> Fit | None:
     # one CPU carry it in their block already
     cpus = frame.cpu.notna().all() and frame.groupby("pair").cpu.nunique().max() > 1
     frame["cpu"] = frame.cpu.astype(str)
-    result = sm.OLS(frame.y.to_numpy(), _design(frame, ["side", "pair", *(["cpu"] if cpus else [])])).fit()
+    # imported here: statsmodels takes a second to import, which every command (run, find, ab) paid
+    # at start-up though only a fit of pairs uses it
+    from statsmodels.regression.linear_model import OLS  # noqa: PLC0415
+    result = OLS(frame.y.to_numpy(), _design(frame, ["side", "pair", *(["cpu"] if cpus else [])])).fit()
     df = int(round(result.df_resid))
     if df < MIN_DF or not result.scale > 0:
         return None

@@ -29,8 +29,7 @@ from functools import cache
 
 import numpy as np
 from scipy import optimize, stats
-from scipy.stats import norm
-from statsmodels.stats.multitest import multipletests
+from scipy.stats import false_discovery_control, norm
 
 EXACT_BELOW = 20
 
@@ -476,8 +475,9 @@ def family_marks(p_values: list[float], confidence: float) -> FamilyMarks:
     q, m = 1.0 - confidence, len(p_values)
     if m == 0:
         return FamilyMarks([], 0, q)
-    selected, *_ = multipletests(np.asarray(p_values, dtype=float), alpha=q, method="fdr_bh")
-    return FamilyMarks([bool(x) for x in selected], m, q)
+    # a missing p-value is a question asked and not selected: it counts in m, as a p of 1
+    adjusted = false_discovery_control(np.nan_to_num(np.asarray(p_values, dtype=float), nan=1.0), method="bh")
+    return FamilyMarks([bool(x <= q) for x in adjusted], m, q)
 
 
 @dataclass(frozen=True)
