@@ -36,11 +36,12 @@ def formal_run_lock(what: str, timeout_s: float = 7200.0, out=sys.stderr):
             os.environ.pop(formal_lock.WAITED_VAR, None)
 
 
-def git(repo, *args, env: dict | None = None) -> str:
+def git(repo, *args, env: dict | None = None, refuse: type[Exception] = UsageError) -> str:
+    """git's output; a failure is ``refuse`` with git's last line (a node refusing a block raises its own)."""
     p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False,
                        env={**os.environ, **env} if env else None)
     if p.returncode != 0:
-        raise UsageError(f"git {' '.join(args)} in {repo}: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else 'failed'}")
+        raise refuse(f"git {' '.join(args)} in {repo}: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else 'failed'}")
     return p.stdout.strip()
 
 

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from mbaphases import targets
+from mbaphases.run.prepare import git
 
 CACHE_VAR = "MBAPHASES_FLEET_CACHE"
 FILES = ("shared", "shipped")
@@ -54,12 +55,8 @@ def runtime_env(suite_dir: Path, repo_path: Path | None, conf: dict) -> dict:
     return {"working_dir": str(suite_dir), "excludes": excludes}
 
 
-def _git(repo: Path, *args: str, data: bool = False):
-    p = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
-    if p.returncode != 0:
-        said = p.stderr.decode(errors="replace").strip().splitlines()
-        raise NodeRefused(f"git {' '.join(args)}: {said[-1] if said else 'failed'}")
-    return p.stdout if data else p.stdout.decode().strip()
+def _git(repo: Path, *args: str) -> str:
+    return git(repo, *args, refuse=NodeRefused)
 
 
 def bundle(repo_path: Path, shas: list[str]) -> bytes:
