@@ -381,6 +381,18 @@ def test_profiler_cost_bad_input(tmp_path, args, needle):
     assert not p.stdout
 
 
+@pytest.mark.parametrize("args, needle", [(["--times", "0"], "--times 0"), (["--command", "nope"], "--command 'nope'"),
+                                          (["--other", "nowhere", "--times", "1"], "nowhere: not a checkout")])
+def test_cli_startup_bad_input(tmp_path, args, needle):
+    """scripts/cli_startup.py: no repetitions, a command the suite does not have, a folder that is not
+    a checkout: one line, nothing timed."""
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "cli_startup.py"), *args], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
+    assert not p.stdout
+
+
 # --- random corruptions of real raw runs ---------------------------------------------------------
 
 @pytest.fixture(scope="module")
