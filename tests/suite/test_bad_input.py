@@ -309,15 +309,20 @@ def test_entry_bad_input(tmp_path, args, needle):
     assert not (tmp_path / "r.json").exists()
 
 
+def script_refuses(script: str, args: list[str], cwd: Path, needle: str) -> None:
+    """The contract for a script of scripts/: exit 2, one `error:` line naming ``needle``, nothing on stdout."""
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], cwd=cwd, capture_output=True, text=True,
+                       timeout=300)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
+    assert not p.stdout
+
+
 @pytest.mark.parametrize("args, needle", [(["unilab[mujoco]==9.9.9"], "unilab[mujoco]==9.9.9"),
                                           (["unilab==1.3.0", "--bogus"], "--bogus"), ([], "requirement")])
 def test_physics_layer_scan_bad_input(args, needle):
     """scripts/physics_layer_line.py: a release the registry does not have, or a bad flag: one line."""
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "physics_layer_line.py"), *args], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
-    assert not p.stdout
+    script_refuses("physics_layer_line.py", args, ROOT, needle)
 
 
 @pytest.mark.parametrize("args, needle", [(["--machine", "nowhere"], "--machine nowhere: no stored runs"),
@@ -328,11 +333,7 @@ def test_noise_components_bad_input(tmp_path, args, needle):
     """scripts/noise_components.py: a machine without runs, a missing flag, a window of 0, two
     tables at once, an allocation without a batch to plan from: one line."""
     (tmp_path / "raw-runs" / "x").mkdir(parents=True)
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "noise_components.py"), *args], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
-    assert not p.stdout
+    script_refuses("noise_components.py", args, tmp_path, needle)
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -345,12 +346,8 @@ def test_turn_bias_bad_input(tmp_path, args, needle):
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
                     "-m", "one"], check=True)
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "turn_bias.py"), "--repo", str(repo), "--baseline",
-                        "HEAD", "--case", "sac/g1_walk_flat/motrix", *args], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=120)
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
-    assert not p.stdout
+    script_refuses("turn_bias.py", ["--repo", str(repo), "--baseline", "HEAD", "--case", "sac/g1_walk_flat/motrix", *args],
+                   tmp_path, needle)
     assert subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True,
                           check=True).stdout.count("\n") == 1, "no checkout left behind"
 
@@ -361,11 +358,7 @@ def test_profiled_slowdown_bad_input(tmp_path, args, needle):
     """scripts/profiled_slowdown.py: a machine without runs, a missing flag, runs without profiles:
     one line."""
     (tmp_path / "raw-runs" / "x").mkdir(parents=True)
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "profiled_slowdown.py"), *args], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
-    assert not p.stdout
+    script_refuses("profiled_slowdown.py", args, tmp_path, needle)
 
 
 @pytest.mark.parametrize("args, needle", [([], "--checkout"), (["--checkout", "nowhere"], "--checkout nowhere"),
@@ -374,11 +367,7 @@ def test_profiled_slowdown_bad_input(tmp_path, args, needle):
 def test_profiler_cost_bad_input(tmp_path, args, needle):
     """scripts/profiler_cost.py: no checkout, one without an entry, no repetitions, a rate py-spy
     cannot keep: one line, nothing run."""
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "profiler_cost.py"), *args], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
-    assert not p.stdout
+    script_refuses("profiler_cost.py", args, tmp_path, needle)
 
 
 @pytest.mark.parametrize("args, needle", [(["--times", "0"], "--times 0"), (["--command", "nope"], "--command 'nope'"),
@@ -386,11 +375,7 @@ def test_profiler_cost_bad_input(tmp_path, args, needle):
 def test_cli_startup_bad_input(tmp_path, args, needle):
     """scripts/cli_startup.py: no repetitions, a command the suite does not have, a folder that is not
     a checkout: one line, nothing timed."""
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "cli_startup.py"), *args], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
-    assert not p.stdout
+    script_refuses("cli_startup.py", args, tmp_path, needle)
 
 
 # --- random corruptions of real raw runs ---------------------------------------------------------
