@@ -309,10 +309,10 @@ def test_entry_bad_input(tmp_path, args, needle):
     assert not (tmp_path / "r.json").exists()
 
 
-def script_refuses(script: str, args: list[str], cwd: Path, needle: str) -> None:
+def script_refuses(script: str, args: list[str], cwd: Path, needle: str, timeout_s: float = 120) -> None:
     """The contract for a script of scripts/: exit 2, one `error:` line naming ``needle``, nothing on stdout."""
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], cwd=cwd, capture_output=True, text=True,
-                       timeout=300)
+                       timeout=timeout_s)
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
     assert not p.stdout
@@ -322,7 +322,7 @@ def script_refuses(script: str, args: list[str], cwd: Path, needle: str) -> None
                                           (["unilab==1.3.0", "--bogus"], "--bogus"), ([], "requirement")])
 def test_physics_layer_scan_bad_input(args, needle):
     """scripts/physics_layer_line.py: a release the registry does not have, or a bad flag: one line."""
-    script_refuses("physics_layer_line.py", args, ROOT, needle)
+    script_refuses("physics_layer_line.py", args, ROOT, needle, timeout_s=300)
 
 
 @pytest.mark.parametrize("args, needle", [(["--machine", "nowhere"], "--machine nowhere: no stored runs"),
