@@ -32,7 +32,7 @@ SUITE_DIR = Path(os.environ.get("ASV_CONF_DIR") or Path(__file__).resolve().pare
 PACKAGES = ("numpy", "torch", "mujoco", "mujoco-uni-runtime", "motrixsim", "motrixsim-core",
             "hydra-core", "omegaconf", "asv", "asv_runner")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "UNILAB_COLLECTOR_TORCH_THREADS")
-BUSY_FRACTION = 0.25  # other processes using more than this share of all CPUs: flagged
+BUSY_FRACTION = 0.25  # other processes using more than this share of the run's CPUs: flagged
 STEAL_FRACTION = 0.05  # the hypervisor taking more than this share of the CPUs during a run: flagged
 LOCK_TIMEOUT_S = float(os.environ.get("MBAPHASES_LOCK_TIMEOUT", "3600"))
 
@@ -128,12 +128,17 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _cpu_jiffies() -> tuple[int, int, int] | None:
-    """(all, idle, steal) CPU time of the machine so far, in clock ticks. Steal: time the
-    hypervisor gave this VM's CPUs to others, what most disturbs a run on a shared VM."""
+def _cpu_jiffies(cpus: list[int] | None = None) -> tuple[int, int, int] | None:
+    """(all, idle, steal) CPU time so far of ``cpus`` (the machine's when None), in clock ticks. Steal:
+    time the hypervisor gave these CPUs to others, what most disturbs a run on a shared VM."""
     try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        lines = Path("/proc/stat").read_text().splitlines()
+        rows = [lines[0]] if cpus is None else [line for line in lines if line.startswith("cpu")
+                                               and line[3:4].isdigit() and int(line.split()[0][3:]) in cpus]
+        fields = [sum(col) for col in zip(*([int(x) for x in row.split()[1:]] for row in rows))]
     except (OSError, ValueError, IndexError):
+        return None
+    if len(fields) < 5:
         return None
     return sum(fields), fields[3] + fields[4], fields[7] if len(fields) > 7 else 0
 
@@ -153,23 +158,29 @@ def _children_switches() -> tuple[int, int]:
 def host_load() -> dict:
     """Load average and frequency/governor (where readable), and the counters that
     busy_during() turns into other processes' CPU share, the steal share and the entry's
-    context switches. Reads only: no sampling pause between runs."""
+    context switches. Reads only: no sampling pause between runs.
+
+    The counters are those of the CPUs this process may use (its affinity, which the entry
+    inherits): work on other CPUs (another slot's pair, another runner pinned beside it) does not
+    take this run's CPU time."""
+    cpus = sorted(os.sched_getaffinity(0))
     return {
         "time": time.time(),
         "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         "cur_freq_khz": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq"),
-        "cpu_jiffies": _cpu_jiffies(),
+        "cpus": cpus,
+        "cpu_jiffies": _cpu_jiffies(None if len(cpus) == os.cpu_count() else cpus),
         "own_cpu_s": _own_cpu_seconds(),
         "children_switches": _children_switches(),
     }
 
 
 def busy_during(start: dict, end: dict, partner_share: float = 0.0) -> dict:
-    """Over the run: the share of all CPUs that other processes used (the machine's busy time
-    less this process's and the entry's own CPU time), the share the hypervisor stole, and
-    the entry's context switches (involuntary: it was preempted). In a duet the partner's CPU
-    (``partner_share`` of them) is expected busy: only what is beyond it flags the run."""
+    """Over the run: the share of the run's CPUs that other processes used (their busy time less
+    this process's and the entry's own CPU time), the share the hypervisor stole, and the entry's
+    context switches (involuntary: it was preempted). Where a partner shares these CPUs
+    (``partner_share`` of them) they are expected busy: only what is beyond it flags the run."""
     a, b = start.get("cpu_jiffies"), end.get("cpu_jiffies")
     busy = steal = None
     if a and b and b[0] > a[0]:
@@ -180,6 +191,7 @@ def busy_during(start: dict, end: dict, partner_share: float = 0.0) -> dict:
         if len(a) > 2 and len(b) > 2:
             steal = min(1.0, max(0.0, (b[2] - a[2]) / (b[0] - a[0])))
     out = {"cpu_busy_fraction": busy, "busy": bool(busy is not None and busy > BUSY_FRACTION + partner_share),
+           **({"cpus": end["cpus"]} if end.get("cpus") and len(end["cpus"]) < (os.cpu_count() or 1) else {}),
            **({"partner_share": partner_share} if partner_share else {}),
            "steal_fraction": steal, "steal": bool(steal is not None and steal > STEAL_FRACTION),
            "seconds": end["time"] - start["time"]}
@@ -336,9 +348,9 @@ def run_entry(pins: dict) -> dict:
             meta["ended"] = time.time()
     meta["load_end"] = host_load()
     if "load_start" in meta:
-        # a duet's partner holds the other CPU; sharing one CPU, the partner and the other pair hold the
-        # whole machine by design, so nothing of it flags the run
-        partner = (1.0 if share_cpu else 1.0 / max(1, os.cpu_count() or 1)) if duet else 0.0
+        # the counters are this run's CPUs (its slot): across CPUs the partner is on a slot of its own,
+        # outside them; sharing one, the partner holds the slot whenever this side waits, by design
+        partner = 1.0 if share_cpu else 0.0
         meta["load_during"] = busy_during(meta["load_start"], meta["load_end"], partner)
     meta["returncode"] = proc.returncode
     meta["environment"] = env_now

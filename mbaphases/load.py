@@ -196,7 +196,9 @@ def busy_notes(meta: dict) -> list[str]:
     for key, where in (("load_during", "during the run"), ("load_start", "at start"), ("load_end", "at end")):
         load = meta.get(key) or {}
         if load.get("busy"):
-            notes.append(f"machine busy {where} ({load.get('cpu_busy_fraction', 0):.0%} of CPUs used by other processes)")
+            cpus = load.get("cpus")  # the run's own CPUs, where recorded (older runs: the machine's)
+            of = f"CPU {','.join(map(str, cpus))}" if cpus else "CPUs"
+            notes.append(f"machine busy {where} ({load.get('cpu_busy_fraction', 0):.0%} of {of} used by other processes)")
     return notes
 
 

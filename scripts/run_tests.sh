@@ -17,4 +17,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # lint first: configured in pyproject.toml ([tool.ruff])
 ruff check .
-exec python -m pytest "$@"
+# The tests as one-CPU streams, one a CPU (pytest-xdist's workers, each pinned: tests/conftest.py), a
+# file's tests in one stream; then, alone, the tests that need two CPUs at once (marked two_cpus).
+# Exit 5 (no test selected) fails only when neither part selected one.
+streams=0 pairs=0
+python -m pytest -n "$(nproc)" --dist loadfile "$@" || streams=$?
+python -m pytest --two-cpus-only "$@" || pairs=$?
+if [ "$streams" -eq 5 ] && [ "$pairs" -eq 5 ]; then exit 5; fi
+for status in "$streams" "$pairs"; do
+    if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi
+done

@@ -1,13 +1,64 @@
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-# two physics threads at most: the suite shares a 2-core machine
-os.environ.setdefault("UNILAB_COLLECTOR_TORCH_THREADS", "2")
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (scripts/run_tests.sh: ``-n`` streams) each worker is a one-CPU runner of its
+    own, as the field's CI runners are: pinned to one CPU (every run it starts inherits it, and a run
+    counts only its own CPUs' load), with its own home (asv rewrites ~/.asv-machine.json as it starts,
+    not atomically) and its own formal-run lock. Tests marked two_cpus wait for a run without streams."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[int(worker["workerid"].removeprefix("gw")) % len(cpus)]})
+        home = Path.home()
+        stream_home = Path(tempfile.mkdtemp(prefix=f"mbaphases-stream-{worker['workerid']}-"))
+        config.stream_home = stream_home
+        # caches, configuration and git's identity stay the user's: only asv's machine file is the stream's
+        for var, where in (("XDG_CACHE_HOME", home / ".cache"), ("XDG_CONFIG_HOME", home / ".config"),
+                           ("XDG_DATA_HOME", home / ".local" / "share"), ("GIT_CONFIG_GLOBAL", home / ".gitconfig"),
+                           ("PYENV_ROOT", home / ".pyenv")):
+            if where.exists():
+                os.environ.setdefault(var, str(where))
+        os.environ["HOME"] = str(stream_home)
+        os.environ["MBAPHASES_LOCK"] = str(stream_home / "formal.lock")
+    # the physics' threads: at most two, never more than this process's CPUs
+    os.environ.setdefault("UNILAB_COLLECTOR_TORCH_THREADS", str(min(2, len(os.sched_getaffinity(0)))))
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "stream_home", None):
+        shutil.rmtree(config.stream_home, ignore_errors=True)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--two-cpus-only", action="store_true",
+                     help="run only the tests marked two_cpus (after the one-CPU streams, scripts/run_tests.sh)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A one-CPU stream leaves the tests that need two CPUs (pairs across CPUs, a cluster of nodes) to the
+    run after it; --two-cpus-only is that run. The streams take the files with slow tests first: the
+    streams end together when the short files fill the gaps at the end."""
+    streams = getattr(config, "workerinput", None) is not None
+    only = config.getoption("--two-cpus-only")
+    if not (streams or only):
+        return
+    keep, later = [], []
+    for item in items:
+        (later if (item.get_closest_marker("two_cpus") is not None) != only else keep).append(item)
+    if later:
+        config.hook.pytest_deselected(items=later)
+    slow_files = {item.path for item in keep if item.get_closest_marker("slow") is not None}
+    items[:] = sorted(keep, key=lambda item: item.path not in slow_files)  # stable: each file's order kept
 
 
 @pytest.fixture(scope="session")

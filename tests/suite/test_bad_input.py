@@ -339,6 +339,7 @@ def test_noise_components_bad_input(tmp_path, args, needle):
 @pytest.mark.parametrize("args, needle", [
     (["--candidate", "nope"], "no commit 'nope'"), (["--candidate", "HEAD", "--turns", "25,abc"], "--turns '25,abc'"),
     (["--candidate", "HEAD", "--rounds", "1"], "--rounds 1"), (["--candidate", "HEAD", "--turns", "0"], "--turns '0'")])
+@pytest.mark.two_cpus  # the script needs two one-CPU slots: on one CPU that is its first refusal
 def test_turn_bias_bad_input(tmp_path, args, needle):
     """scripts/turn_bias.py: a ref the repository lacks, turn lengths that are not lengths, one
     round (no spread): one line, nothing run."""

@@ -62,7 +62,7 @@ def reached(suite: Path, machine: str, stage: str):
         if stage == "asv set-up":  # asv started, no entry yet
             return (bool(list((raw / "batches").glob("*.json"))) and bool(processes_of(suite / "raw-runs"))
                     and not progress_files(suite))
-        if stage in ("measured run", "duet round"):
+        if stage in ("measured run", "pair round"):
             return any(json.loads(p.read_text()).get("case_index", 0) >= 1 for p in progress_files(suite))
         return bool(list(raw.glob("*/profile/*/*.folded")))
     return check
@@ -122,7 +122,7 @@ def stop_an_entry(suite: Path) -> int | None:
 
 
 def hold_the_runs(suite: Path) -> bool:
-    """Every running run held: the benchmark processes first (in a duet they continue their entry
+    """Every running run held: the benchmark processes first (in a pair they continue their entry
     when the partner reaches a case), then the entries; True once all are seen stopped."""
     def stopped(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
@@ -159,15 +159,15 @@ def kill_an_entry(suite: Path) -> bool:
     ("SIGTERM", "measured run"),  # a CI job cancelled
     ("SIGHUP", "asv set-up"),     # the terminal closed
     ("SIGKILL", "measured run"),  # the command killed outright (out of memory, kill -9): no handler runs
-    ("SIGTERM", "duet round"),    # two sides at once, one held at a case's barrier (stopped)
+    ("SIGTERM", "pair round"),    # a pair's two sides in turns, one held at a case's barrier (stopped)
 ])
 def test_a_run_ended_early_leaves_nothing_running_and_resumes(suite, fault, stage):
     machine = f"{fault}-{stage.split()[0]}".lower()
-    extra = {"profiled run": ["--profile-functions"], "duet round": ["--duet"]}.get(stage, [])
+    extra = {"profiled run": ["--profile-functions"], "pair round": ["--design", "turns"]}.get(stage, [])
     proc = start_run(suite, machine, *extra)
     until(reached(suite, machine, stage), stage)
     assert processes_of(suite / "raw-runs"), "the run's processes were not found while it ran"
-    if stage in ("measured run", "duet round"):
+    if stage in ("measured run", "pair round"):
         # held, so that no run can finish before the fault: the runs in progress end with the batch
         # (the fault's own end continues them to take its TERM), never after it
         until(lambda: hold_the_runs(suite), "the runs to hold")

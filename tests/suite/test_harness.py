@@ -140,3 +140,26 @@ def test_every_shipped_pins_file_passes_the_pins_schema_with_each_profile(name):
         assert pins["active_profile"]["name"] == profile and pins["cases"]
     labels = [first["baseline"]["label"], *(c["label"] for c in first["candidates"])]
     assert len(set(labels)) == len(labels)
+
+
+@pytest.mark.two_cpus
+def test_a_run_counts_only_other_work_on_its_own_cpus():
+    """A run pinned to one CPU (a one-CPU runner, a pair's slot) is flagged for a process spinning on
+    that CPU, not for one spinning on another: the CPU time it could have had is its own CPUs'."""
+    mine, other = sorted(os.sched_getaffinity(0))[:2]
+    probe = ("import json, time\nfrom benchmarks import _target\nstart = _target.host_load()\ntime.sleep(1.0)\n"
+             "print(json.dumps(_target.busy_during(start, _target.host_load())))")
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 3.0: pass"
+    seen = {}
+    for where in (other, mine):
+        hog = subprocess.Popen(["taskset", "-c", str(where), sys.executable, "-c", spin])
+        try:
+            time.sleep(0.3)
+            out = subprocess.run(["taskset", "-c", str(mine), sys.executable, "-c", probe], cwd=_target.SUITE_DIR,
+                                 capture_output=True, text=True, check=True).stdout
+            seen[where] = json.loads(out)
+        finally:
+            hog.wait()
+    assert not seen[other]["busy"] and seen[other]["cpu_busy_fraction"] < 0.25, seen
+    assert seen[mine]["busy"] and seen[mine]["cpu_busy_fraction"] > 0.3 and seen[mine]["cpus"] == [mine], seen
+    assert any(f"of CPU {mine} used" in n for n in load.busy_notes({"load_during": seen[mine]}))

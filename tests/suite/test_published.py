@@ -126,22 +126,23 @@ def test_ab_of_a_release_and_a_dependency_swap_in_one_command(measured):
     assert len(metas) == 2 and not any(m.get("duet") for m in metas)
 
 
-def test_a_duet_runs_each_side_in_its_own_environment_at_the_same_time(measured, tmp_path):
-    """--duet on the published target: each side (a lock) gets an environment of its own, made once,
-    and the two run at once, one CPU each; the runs record which environment (the side's own lock)."""
+def test_a_pair_runs_each_side_in_its_own_environment_in_turns(measured, tmp_path):
+    """The pins' own design on the published target, pairs in turns: each side (a lock) gets an
+    environment of its own, made once, and the two run at once on one CPU, their loops in turns; the
+    runs record which environment (the side's own lock)."""
     suite, _ = measured
-    bad = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet", "--profile", "tiny", "--runs", "1",
+    bad = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--design", "turns", "--profile", "tiny", "--runs", "1",
                         "--python", sys.executable, "--machine", "pub-duet")
     _one_error(bad, f"--python {sys.executable} with --design pairs or turns", "leave --python out")
     assert not (suite / "raw-runs" / "pub-duet").exists()
-    p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet", "--no-duet-share-cpu", "--profile", "tiny", "--runs", "1",
+    p = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--profile", "tiny", "--runs", "1",
                       "--machine", "pub-duet", timeout=2400)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     assert p.stdout.count("pair environment of ") == 2
     metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "pub-duet").glob("*/run1.meta.json")]
     assert len(metas) == 2
     a, b = sorted(metas, key=lambda m: m["duet"]["role"])
-    assert {a["duet"]["cpu"], b["duet"]["cpu"]} == {0, 1} and a["duet"]["pair"] == b["duet"]["pair"]
+    assert a["duet"]["share_cpu"] and a["duet"]["cpu"] == b["duet"]["cpu"] and a["duet"]["pair"] == b["duet"]["pair"]
     assert a["duet"]["partner"] == b["commit"] and b["duet"]["partner"] == a["commit"]
     repo = suite / "published-sides"
     swapped = {}
@@ -154,14 +155,16 @@ def test_a_duet_runs_each_side_in_its_own_environment_at_the_same_time(measured,
         assert install["lock_sha256"] == hashlib.sha256(lock).hexdigest() and install["commit"] == m["commit"]
         swapped[m["commit"]] = install["installed"]["unisim-core"]
         doc = json.loads((suite / "raw-runs" / "pub-duet" / m["commit"] / "run1.json").read_text())
-        # what the one-CPU side ran: its CPUs and the threads of its process in each measured window
+        # what the one-CPU side ran: its CPUs and the threads of its process in each measured window, in turns
         assert doc["provenance"]["cpu_affinity"] == [m["duet"]["cpu"]]
         assert all(r["process_threads"] >= 1 for r in doc["results"])
+        assert doc["provenance"]["turns"]["role"] == m["duet"]["role"]
+        assert all(r["turns"]["partner_met"] for r in doc["results"]), [r["turns"] for r in doc["results"]]
     assert sorted(swapped.values()) == ["2.0.0", "2.2.0"], swapped
     envs = sorted((suite / ".asv" / "duet-env").iterdir())
     assert len(envs) == 2 and all((e / "mbaphases-install.json").is_file() for e in envs)
-    again = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--duet", "--no-duet-share-cpu", "--profile",
-                          "tiny", "--runs", "1", "--machine", "pub-duet", timeout=2400)
+    again = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--profile", "tiny", "--runs", "1",
+                          "--machine", "pub-duet", timeout=2400)
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-3000:]
     assert sorted((suite / ".asv" / "duet-env").iterdir()) == envs, "made once, used again"
     # the pairs' spread per case, from the stored runs (two pairs now)
@@ -177,18 +180,6 @@ def test_a_duet_runs_each_side_in_its_own_environment_at_the_same_time(measured,
     assert r.returncode in (0, 1), r.stderr
     s = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert "installed packages: differ only in unisim-core 2.0.0 → 2.2.0" in s["notes"], s["notes"]
-
-    # the pins' own design: the two sides on one CPU, their loops in turns, from the same environments
-    shared = run_mbaphases(suite, "run", "--pins", "pins.published.toml", "--profile", "tiny",
-                           "--runs", "1", "--machine", "pub-shared", timeout=2400)
-    assert shared.returncode == 0, shared.stdout[-4000:] + shared.stderr[-3000:]
-    assert sorted((suite / ".asv" / "duet-env").iterdir()) == envs
-    metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "pub-shared").glob("*/run1.meta.json")]
-    assert len(metas) == 2 and len({m["duet"]["cpu"] for m in metas}) == 1
-    for m in metas:
-        doc = json.loads((suite / "raw-runs" / "pub-shared" / m["commit"] / "run1.json").read_text())
-        assert doc["provenance"]["turns"]["role"] == m["duet"]["role"]
-        assert all(r["turns"]["partner_met"] for r in doc["results"]), [r["turns"] for r in doc["results"]]
 
 
 def _bad(tmp_path, name, old, new):

@@ -17,7 +17,7 @@ from test_suite_asv import make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
 
-pytestmark = pytest.mark.slow  # Slurm's daemons and real asv runs: a minute or two
+pytestmark = [pytest.mark.slow, pytest.mark.two_cpus]  # Slurm's daemons and real asv runs: a minute or two; a node of the host's CPUs
 
 CONF = """ClusterName=mbaphases-test
 SlurmctldHost={host}
