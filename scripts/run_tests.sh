@@ -18,10 +18,11 @@ fi
 # lint first: configured in pyproject.toml ([tool.ruff])
 ruff check .
 # The tests as one-CPU streams, one a CPU (pytest-xdist's workers, each pinned: tests/conftest.py), a
-# file's tests in one stream; then, alone, the tests that need two CPUs at once (marked two_cpus).
+# file's tests in one stream, in the order the streams are given them (the files with slow tests first);
+# then, alone, the tests that need two CPUs at once (marked two_cpus).
 # Exit 5 (no test selected) fails only when neither part selected one.
 streams=0 pairs=0
-python -m pytest -n "$(nproc)" --dist loadfile "$@" || streams=$?
+python -m pytest -n "$(nproc)" --dist loadfile --no-loadscope-reorder "$@" || streams=$?
 python -m pytest --two-cpus-only "$@" || pairs=$?
 if [ "$streams" -eq 5 ] && [ "$pairs" -eq 5 ]; then exit 5; fi
 for status in "$streams" "$pairs"; do
