@@ -18,7 +18,7 @@ fi
 # lint first: configured in pyproject.toml ([tool.ruff])
 ruff check .
 # The tests as one-CPU streams, one a CPU (pytest-xdist's workers, each pinned: tests/conftest.py), a
-# file's tests in one stream, in the order the streams are given them (the files with slow tests first);
+# file's tests in one stream, in the order the streams are given them (the longest files first);
 # then, alone, the tests that need two CPUs at once (marked two_cpus).
 # Exit 5 (no test selected) fails only when neither part selected one.
 streams=0 pairs=0

@@ -46,8 +46,8 @@ def pytest_addoption(parser):
 
 def pytest_collection_modifyitems(config, items):
     """A one-CPU stream leaves the tests that need two CPUs (pairs across CPUs, a cluster of nodes) to the
-    run after it; --two-cpus-only is that run. The streams take the files with slow tests first: the
-    streams end together when the short files fill the gaps at the end."""
+    run after it; --two-cpus-only is that run. The streams take the longest files first (the slow
+    marker's seconds): they end together when the short files fill the gaps at the end."""
     streams = getattr(config, "workerinput", None) is not None
     only = config.getoption("--two-cpus-only")
     if not (streams or only):
@@ -57,8 +57,12 @@ def pytest_collection_modifyitems(config, items):
         (later if (item.get_closest_marker("two_cpus") is not None) != only else keep).append(item)
     if later:
         config.hook.pytest_deselected(items=later)
-    slow_files = {item.path for item in keep if item.get_closest_marker("slow") is not None}
-    items[:] = sorted(keep, key=lambda item: item.path not in slow_files)  # stable: each file's order kept
+    seconds = {}  # a file's expected length: its slow marker's seconds (a slow test without: 1 s)
+    for item in keep:
+        slow = item.get_closest_marker("slow")
+        if slow is not None:
+            seconds[item.path] = max(seconds.get(item.path, 0), slow.kwargs.get("seconds", 1))
+    items[:] = sorted(keep, key=lambda item: -seconds.get(item.path, 0))  # stable: each file's order kept
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from test_suite_asv import ROOT, make_suite
 
 from mbaphases.demo_repo import generate
 
-pytestmark = pytest.mark.slow  # real asv runs and physics: minutes
+pytestmark = pytest.mark.slow(seconds=30)  # real asv runs and physics: minutes
 
 CASE = "sac/g1_walk_flat/mujoco"
 

@@ -18,7 +18,7 @@ import pytest
 from mbaphases import ledger, load
 from mbaphases.demo_repo import HISTORY, OPTIMIZATIONS, generate
 
-pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+pytestmark = pytest.mark.slow(seconds=190)  # real asv runs, installs or physics over many runs: minutes
 
 CASE = "sac/g1_motion_tracking/mujoco"
 ROUNDS = 12

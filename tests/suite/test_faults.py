@@ -18,7 +18,7 @@ from test_suite_asv import make_suite, processes_of, run_mbaphases
 from mbaphases import formal_lock
 from mbaphases.demo_repo import generate
 
-pytestmark = pytest.mark.slow  # real asv runs: minutes
+pytestmark = pytest.mark.slow(seconds=290)  # real asv runs: minutes
 
 CASES = ["sac/g1_walk_flat/mujoco", "flashsac/g1_walk_flat/motrix"]
 RUNS = 3

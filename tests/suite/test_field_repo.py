@@ -14,7 +14,7 @@ from test_suite_sides import CASES
 
 from mbaphases.demo_repo import generate_field
 
-pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+pytestmark = pytest.mark.slow(seconds=85)  # real asv runs, installs or physics over many runs: minutes
 
 METRIC = "collector.CollectorActive.entry_time_per_million_steps"
 

@@ -22,7 +22,7 @@ from mbaphases.run.executors.blocks import OWNER_FILE, STAGING_PREFIX, changed_h
 from mbaphases.run.executors.shipping import BUNDLE_REFS
 from mbaphases.run.prepare import git
 
-pytestmark = pytest.mark.slow  # a Ray cluster and real asv runs: minutes
+pytestmark = pytest.mark.slow(seconds=320)  # a Ray cluster and real asv runs: minutes
 
 # token authentication on; Ray's node address on the loopback interface (Ray names the host's own
 # address otherwise), so nothing outside this machine reaches the test's cluster

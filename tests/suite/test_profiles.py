@@ -18,7 +18,7 @@ from mbaphases import page as page_mod
 from mbaphases.demo_repo import generate
 from mbaphases.run.prepare import pyspy_path
 
-pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+pytestmark = pytest.mark.slow(seconds=30)  # real asv runs, installs or physics over many runs: minutes
 
 ENTRY = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
 CASE = "sac/g1_motion_tracking/mujoco"

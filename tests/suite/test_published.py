@@ -19,7 +19,7 @@ from test_suite_asv import ROOT, make_suite, run_mbaphases
 
 from mbaphases import published
 
-pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+pytestmark = pytest.mark.slow(seconds=270)  # real asv runs, installs or physics over many runs: minutes
 
 CASES = ["flashsac/go2_joystick_flat/mujoco", "sac/g1_walk_flat/motrix"]
 BASE, SWAPPED = "unilab 1.4.0 (unisim-core 2.0.0)", "unilab 1.4.0 + unisim-core 2.2.0"

@@ -14,7 +14,7 @@ from asv import results as asv_results
 from mbaphases import processes
 from mbaphases.demo_repo import generate
 
-pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+pytestmark = pytest.mark.slow(seconds=105)  # real asv runs, installs or physics over many runs: minutes
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = 7

@@ -16,7 +16,7 @@ from mbaphases.demo_repo import generate
 from mbaphases.inputs import load_asv_conf
 from mbaphases.load import load_asv_side
 
-pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+pytestmark = pytest.mark.slow(seconds=190)  # real asv runs, installs or physics over many runs: minutes
 
 CASES = ["sac/g1_walk_flat/mujoco", "sac/g1_motion_tracking/motrix"]
 SIDES = [("main", "main direct"), ("mba-dev", "MBA dev"), ("opt/reset", "opt reset"), ("mba-next", "MBA next")]

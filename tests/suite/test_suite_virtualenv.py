@@ -13,7 +13,7 @@ from test_suite_sides import CASES
 
 from mbaphases.demo_repo import generate
 
-pytestmark = pytest.mark.slow  # real asv runs, installs or physics over many runs: minutes
+pytestmark = pytest.mark.slow(seconds=115)  # real asv runs, installs or physics over many runs: minutes
 
 
 def test_field_profile_builds_a_virtualenv_and_runs_both_sides(tmp_path):

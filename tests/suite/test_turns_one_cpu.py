@@ -13,7 +13,7 @@ from test_suite_asv import ROOT, git, make_suite, run_mbaphases
 
 from mbaphases.demo_repo import generate
 
-pytestmark = pytest.mark.slow  # real asv runs: minutes
+pytestmark = pytest.mark.slow(seconds=230)  # real asv runs: minutes
 
 
 @pytest.fixture(scope="module")
