@@ -33,7 +33,7 @@ PACKAGES = ("numpy", "torch", "mujoco", "mujoco-uni-runtime", "motrixsim", "motr
             "hydra-core", "omegaconf", "asv", "asv_runner")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "UNILAB_COLLECTOR_TORCH_THREADS")
 BUSY_FRACTION = 0.25  # other processes using more than this share of the run's CPUs: flagged
-STEAL_FRACTION = 0.05  # the hypervisor taking more than this share of the CPUs during a run: flagged
+STEAL_FRACTION = 0.05  # the hypervisor taking more than this share of the run's CPUs during it: flagged
 LOCK_TIMEOUT_S = float(os.environ.get("MBAPHASES_LOCK_TIMEOUT", "3600"))
 
 

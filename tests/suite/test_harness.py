@@ -104,6 +104,12 @@ def test_steal_and_context_switches_from_recorded_counters():
     # older metas, without steal counters, still read
     old = _target.busy_during({**start, "cpu_jiffies": (1000, 400)}, {**end, "cpu_jiffies": (2000, 1200)})
     assert old["steal_fraction"] is None and old["steal"] is False
+    # a run's own CPUs: their rows of /proc/stat, which add up to the machine's line
+    every = _target._cpu_jiffies(sorted(range(os.cpu_count())))
+    machine = _target._cpu_jiffies()
+    assert all(abs(x - y) <= 10 * os.cpu_count() for x, y in zip(every, machine)), (every, machine)
+    assert any("of CPU 1 used by other processes" in n
+               for n in load.busy_notes({"load_during": {"busy": True, "cpu_busy_fraction": 0.5, "cpus": [1]}}))
 
 
 def test_a_real_run_records_steal_and_switches():
