@@ -9,13 +9,17 @@ if [ ! -x "$ROOT/.venv/bin/python" ]; then
 fi
 STAMP="$ROOT/.venv/.installed-$(cat "$ROOT/pyproject.toml" "$ROOT"/asv-plugin/pyproject.toml "$ROOT"/asv-plugin/asv_bench_mbaphases/benchmarks/*.py | sha256sum | cut -c1-16)"
 if [ ! -f "$STAMP" ]; then
-    echo "[setup] installing pinned dependencies (torch is the CPU build)" >&2
-    "$ROOT/.venv/bin/python" -m pip install -q --upgrade pip >&2
-    # torch first and pinned, so nothing pulls a CUDA build
-    "$ROOT/.venv/bin/python" -m pip install -q "torch==2.13.0" >&2
-    "$ROOT/.venv/bin/python" -m pip install -q -e "$ROOT[dev]" >&2
-    # the asv benchmark type that declares rounds (also installed into every asv environment)
-    "$ROOT/.venv/bin/python" -m pip install -q "$ROOT/asv-plugin" >&2
+    echo "[setup] installing pinned dependencies with uv (torch is the CPU build)" >&2
+    # uv installs in seconds what pip took about a minute for (docs/measurements.md)
+    "$ROOT/.venv/bin/python" -m pip install -q "uv>=0.9" >&2
+    # uv reads no pip configuration: the local wheels pip is configured with, as mbaphases.targets.uv_env
+    # passes them (with them, pyproject's torch pin resolves to their CPU build, not a CUDA one)
+    links="${PIP_FIND_LINKS:-$("$ROOT/.venv/bin/python" -m pip config get global.find-links 2>/dev/null || true)}"
+    find_links=()
+    if [ -n "$links" ]; then find_links=(--find-links "${links%%[[:space:]]*}"); fi
+    # with the asv benchmark type that declares rounds (asv-plugin/; also installed into every asv environment)
+    "$ROOT/.venv/bin/python" -m uv pip install -q --python "$ROOT/.venv/bin/python" "${find_links[@]}" \
+        -e "$ROOT[dev]" "$ROOT/asv-plugin" >&2
     touch "$STAMP"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"

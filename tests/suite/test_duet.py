@@ -9,14 +9,14 @@ import subprocess
 import sys
 
 import pytest
-from test_suite_asv import make_suite, run_mbaphases
+from test_suite_asv import make_suite, run_mbaphases, with_cases
 
 from mbaphases.demo_repo import generate
 
 pytestmark = [pytest.mark.slow, pytest.mark.two_cpus]  # real asv runs: minutes; pairs across two CPUs
 
 CASES = ["sac/g1_walk_flat/mujoco", "flashsac/g1_walk_flat/motrix"]
-ROUNDS = 8
+ROUNDS = 6
 
 
 def aa_pins(suite) -> None:
@@ -24,9 +24,7 @@ def aa_pins(suite) -> None:
     enough that a run's figure is not one scheduler tick."""
     text = (suite / "pins.toml").read_text()
     text = text.replace('ref = "mba-dev"', 'ref = "aa"').replace('label = "MBA dev"', 'label = "main again"')
-    head, rest = text.split("cases = [", 1)
-    rest = rest[rest.index("]") + 1:]
-    text = head + "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]" + rest
+    text = with_cases(text, CASES)
     text += ('\n[profiles.aa]\nnum_envs = 8\nwarmup_steps = 3\nmeasure_steps = 40\nreplay_capacity_steps = 4\n'
              'torch_threads = 1\noverrides = ["sim.nthread=1"]\n')
     (suite / "pins.toml").write_text(text)
@@ -88,7 +86,7 @@ def test_an_aa_duet_runs_in_pairs_on_two_cpus_and_never_fails(aa, tmp_path):
 
 
 def test_a_batch_plans_its_steps_and_rounds_from_the_machines_earlier_pairs(aa):
-    """A second duet batch on a machine that holds the A/A's eight pairs: before its runs it says
+    """A second duet batch on a machine that holds the A/A's six pairs: before its runs it says
     where their variance sat and which steps and rounds reach the target at the least time, and
     its batch record keeps that plan."""
     suite, first = aa

@@ -3,13 +3,12 @@ committed uv.lock with physics extras, entry and configs where each era put them
 runtime key, the field's JSON) driven by the field profile, sides pinned by SHA.
 Real git, real uv, real asv, real physics at the tiny profile, two cases."""
 import json
-import re
 import subprocess
 import sys
 
 import pytest
 from asv import results as asv_results
-from test_suite_asv import make_suite, run_mbaphases
+from test_suite_asv import make_suite, run_mbaphases, with_cases
 from test_suite_sides import CASES
 
 from mbaphases.demo_repo import generate_field
@@ -22,7 +21,7 @@ METRIC = "collector.CollectorActive.entry_time_per_million_steps"
 def field_suite(tmp, extra=""):
     suite = make_suite(tmp, "mba-dev")
     pins = (suite / "pins.field.toml").read_text()
-    pins = re.sub(r"cases = \[.*?\]", "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]", pins, flags=re.S)
+    pins = with_cases(pins, CASES)
     (suite / "pins.field.toml").write_text(pins + extra)
     return suite
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from test_suite_asv import make_suite, run_mbaphases
+from test_suite_asv import make_suite, run_mbaphases, with_cases
 
 from mbaphases.demo_repo import IDENTITY, generate
 
@@ -34,9 +34,7 @@ MOVED_BY = {"physics": "opt/mujoco-dispatch", "update_state": "merge/update-stat
 def suite(tmp_path_factory):
     suite = make_suite(tmp_path_factory.mktemp("find"), "mba-dev")
     pins = suite / "pins.toml"
-    text = pins.read_text()
-    head, rest = text.split("cases = [", 1)
-    pins.write_text(head + f'cases = ["{CASE}"]' + rest[rest.index("]") + 1:] + PROFILE)
+    pins.write_text(with_cases(pins.read_text(), [CASE]) + PROFILE)
     return suite, generate(suite / "demo-target")
 
 

@@ -6,7 +6,6 @@ import csv
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from test_suite_asv import ROOT, make_suite, run_mbaphases
+from test_suite_asv import ROOT, make_suite, run_mbaphases, with_cases
 
 from mbaphases import published
 
@@ -29,7 +28,7 @@ def published_suite(tmp, pins_text=None):
     """A suite folder with the dependency-only pins, cut to two cases."""
     suite = make_suite(tmp, "mba-dev")
     text = pins_text if pins_text is not None else (ROOT / "pins.unilab-deps.toml").read_text()
-    text = re.sub(r"cases = \[.*?\]", "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]", text, flags=re.S)
+    text = with_cases(text, CASES)
     (suite / "pins.published.toml").write_text(text)
     return suite
 

@@ -10,7 +10,7 @@ import tarfile
 
 import pytest
 from asv import results as asv_results
-from test_suite_asv import ROOT, make_suite, run_mbaphases
+from test_suite_asv import ROOT, make_suite, run_mbaphases, with_cases
 
 from mbaphases.demo_repo import generate
 from mbaphases.inputs import load_asv_conf
@@ -25,7 +25,7 @@ SIDES = [("main", "main direct"), ("mba-dev", "MBA dev"), ("opt/reset", "opt res
 def sides_pins(sides, runs=2, extra=""):
     text = (ROOT / "pins.toml").read_text()
     head, rest = text.split("[baseline]", 1)
-    head = re.sub(r"cases = \[.*?\]", "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]", head, flags=re.S)
+    head = with_cases(head, CASES)
     head = re.sub(r"^runs = \d+", f"runs = {runs}", head, flags=re.M)
     head = "\n".join(line for line in head.splitlines() if not line.startswith("reference")) + "\n" + extra
     head = head.replace('design = "turns"', 'design = "solo"')  # asv's own interleaving of the sides, tested here

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from asv import results as asv_results
-from test_suite_asv import make_suite, run_mbaphases
+from test_suite_asv import make_suite, run_mbaphases, with_cases
 from test_suite_sides import CASES
 
 from mbaphases.demo_repo import generate
@@ -48,7 +48,7 @@ def test_plain_asv_continuous_takes_the_pinned_independent_runs(tmp_path):
 
     suite = make_suite(tmp_path, "mba-dev")
     pins = (suite / "pins.toml").read_text()
-    pins = re.sub(r"cases = \[.*?\]", "cases = [" + ", ".join(f'"{c}"' for c in CASES) + "]", pins, flags=re.S)
+    pins = with_cases(pins, CASES)
     pins = re.sub(r"^runs = \d+", "runs = 3", pins, flags=re.M)
     (suite / "pins.toml").write_text(pins)
     shas = generate(suite / "demo-target")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from test_duet import CASES, aa_suite, pairs_in_turns_on
-from test_suite_asv import ROOT, git, make_suite, run_mbaphases
+from test_suite_asv import ROOT, git, make_suite, run_mbaphases, with_cases
 
 from mbaphases.demo_repo import generate
 
@@ -63,8 +63,7 @@ def test_sharing_a_cpu_needs_an_entry_that_takes_turns(tmp_path):
         git(repo, "commit", "-qam", "an entry of its own, without turns")
     git(repo, "checkout", "-q", "main")
     text = (suite / "pins.toml").read_text().replace('ref = "main"', 'ref = "main-own"')
-    head, rest = text.split("cases = [", 1)
-    (suite / "pins.toml").write_text(head + 'cases = ["sac/g1_walk_flat/mujoco"]' + rest[rest.index("]") + 1:])
+    (suite / "pins.toml").write_text(with_cases(text, ["sac/g1_walk_flat/mujoco"]))
     p = run_mbaphases(suite, "run", "--duet-share-cpu", "--profile", "tiny", "--runs", "1", "--sides", "MBA dev",
                       "--machine", "shared")
     assert p.returncode != 0
@@ -139,7 +138,7 @@ def test_round_robin_pairs_run_each_side_once_a_round_and_every_two_meet(tmp_pat
     three rounds; a solo batch of the same pins before them is another machine's, and the report finds
     the pairs' own."""
     suite = make_suite(tmp_path, "mba-dev")
-    (suite / "pins.toml").write_text((ROOT / "pins.toml").read_text())  # the demo's six sides
+    (suite / "pins.toml").write_text(with_cases((ROOT / "pins.toml").read_text(), CASES))  # the demo's six sides
     generate(suite / "demo-target")
     sides = ["MBA dev", "opt reset", "MBA next"]  # with the baseline: 4 sides, 2 pairs a round
     solo = run_mbaphases(suite, "run", "--design", "solo", "--profile", "tiny", "--runs", "1", "--sides", "MBA dev",
