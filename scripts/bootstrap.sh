@@ -17,9 +17,11 @@ if [ ! -f "$STAMP" ]; then
     links="${PIP_FIND_LINKS:-$("$ROOT/.venv/bin/python" -m pip config get global.find-links 2>/dev/null || true)}"
     find_links=()
     if [ -n "$links" ]; then find_links=(--find-links "${links%%[[:space:]]*}"); fi
-    # with the asv benchmark type that declares rounds (asv-plugin/; also installed into every asv environment)
-    "$ROOT/.venv/bin/python" -m uv pip install -q --python "$ROOT/.venv/bin/python" "${find_links[@]}" \
-        -e "$ROOT[dev]" "$ROOT/asv-plugin" >&2
+    # with the asv benchmark type that declares rounds (asv-plugin/; also installed into every asv environment);
+    # compiled as pip compiles, or every run's interpreter compiles torch again where bytecode is not written
+    # (PYTHONDONTWRITEBYTECODE): about a second more a run
+    "$ROOT/.venv/bin/python" -m uv pip install -q --compile-bytecode --python "$ROOT/.venv/bin/python" \
+        "${find_links[@]}" -e "$ROOT[dev]" "$ROOT/asv-plugin" >&2
     touch "$STAMP"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
