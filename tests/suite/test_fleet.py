@@ -188,7 +188,7 @@ def _until(predicate, timeout_s: float) -> bool:
 
 def test_ctrl_c_at_the_driver_ends_every_block_and_resume_goes_on(fleet):
     suite, cluster = fleet
-    rounds = 6
+    rounds = 4  # two blocks interrupted (one a node), two more for the resumed batch
     proc, cmd, env = _mid_blocks(suite, cluster, "stopbox", rounds)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)

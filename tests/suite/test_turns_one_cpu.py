@@ -80,7 +80,7 @@ def test_a_deadline_stops_starting_pairs_keeps_every_completed_one_and_the_repor
     """--deadline-min on a batch that needs more (one CPU, as a CI runner has): no pair starts that
     would not end in time, estimated from the pairs so far; the completed pairs are kept, the batch
     is resumable, the exit is no failure, and the report says the batch stopped at its deadline."""
-    args = ["run", "--design", "turns", "--profile", "tiny", "--runs", "20", "--deadline-min", "0.5",
+    args = ["run", "--design", "turns", "--profile", "tiny", "--runs", "20", "--deadline-min", "0.25",
             "--machine", "deadlinebox"]
     p = subprocess.run(["taskset", "-c", str(min(os.sched_getaffinity(0))), sys.executable, "-m", "mbaphases.cli", *args],
                        cwd=suite,
