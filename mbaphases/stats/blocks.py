@@ -109,9 +109,9 @@ def _design(frame: pd.DataFrame, factors: list[str]) -> pd.DataFrame:
     directly: the formula parser cost more than the fit."""
     columns = {"Intercept": np.ones(len(frame))}
     for factor in factors:
-        levels = sorted(frame[factor].astype(str).unique())
-        for level in levels[1:]:
-            columns[f"C({factor})[T.{level}]"] = (frame[factor].astype(str) == level).to_numpy(dtype=float)
+        values = frame[factor].astype(str).to_numpy()  # once: a pandas comparison per level cost most of a fit
+        for level in sorted(set(values))[1:]:
+            columns[f"C({factor})[T.{level}]"] = (values == level).astype(float)
     return pd.DataFrame(columns, index=frame.index)
 
 

@@ -66,7 +66,7 @@ def _side(root, value):
 def test_switching_sides_installs_the_side_and_fetches_dependencies_only_when_missing(tmp_path):
     """The install step as asv runs it for a target without a uv.lock, in a new environment
     whose PATH has no uv: uv is installed into it once, the first side's dependency comes
-    through pip, the second side (same version number) replaces the first without pip."""
+    through uv, the second side (same version number) replaces the first without pip."""
     env_dir = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
     python = env_dir / "bin" / "python"
@@ -83,7 +83,7 @@ def test_switching_sides_installs_the_side_and_fetches_dependencies_only_when_mi
                                    capture_output=True, text=True, check=True).stdout.strip()
         assert installed == value
     assert (env_dir / "bin" / "uv").is_file()
-    assert [r["dependencies"] for r in records] == ["installed by pip", "present"]
+    assert [r["dependencies"] for r in records] == ["installed by uv", "present"]
     assert "six" in records[1]["installed"] and records[1]["installer"] == "uv pip (no uv.lock)"
 
 
