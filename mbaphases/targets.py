@@ -20,6 +20,8 @@ Where the entry is and how it is run lives beside the benchmarks
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
 import functools
 import hashlib
 import json
@@ -63,32 +65,33 @@ def uv_binary(install_into: Path | None = None) -> str:
 
 
 @functools.lru_cache(maxsize=1)
+def _pip_config() -> dict[str, str]:
+    """pip's configuration files, merged as pip reads them (``global.find-links`` -> its value): uv
+    reads none of it. ``pip config list``, not ``get``: get finds no key of the machine-wide files."""
+    p = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False)
+    settings = {}
+    for line in p.stdout.splitlines() if p.returncode == 0 else []:
+        key, _, value = line.partition("=")
+        with contextlib.suppress(ValueError, SyntaxError):  # pip prints each value as a Python string literal
+            settings[key] = ast.literal_eval(value)
+    return settings
+
+
+@functools.lru_cache(maxsize=1)
 def uv_env() -> dict[str, str]:
     """pip's package sources for uv, which does not read pip's configuration (without
     them a lock resolution would take torch's multi-GB CUDA build from the index)."""
     env = {}
-    links = os.environ.get("PIP_FIND_LINKS")
-    if not links:
-        p = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.find-links"],
-                           capture_output=True, text=True, check=False)
-        links = p.stdout.strip() if p.returncode == 0 else ""
+    links = os.environ.get("PIP_FIND_LINKS") or _pip_config().get("global.find-links", "")
     if links and "UV_FIND_LINKS" not in os.environ:
         env["UV_FIND_LINKS"] = links.replace("\n", " ").split()[0]
     return env
 
 
 def pip_constraints() -> list[str]:
-    """pip's constraint files (PIP_CONSTRAINT, else its configuration) as uv's arguments: uv reads no
-    pip configuration."""
-    paths = os.environ.get("PIP_CONSTRAINT", "").split()
-    if not paths:
-        # `pip config list`, not `get`: get finds no key of the machine-wide files here
-        p = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False)
-        for line in p.stdout.splitlines() if p.returncode == 0 else []:
-            key, _, value = line.partition("=")
-            if key.endswith(".constraint"):
-                paths += [x for x in value.strip("'\"").split() if x not in paths]
-    return [arg for path in paths for arg in ("--constraint", path)]
+    """pip's constraint files (PIP_CONSTRAINT, else its configuration) as uv's arguments."""
+    paths = os.environ.get("PIP_CONSTRAINT") or _pip_config().get("global.constraint", "")
+    return [arg for path in paths.split() for arg in ("--constraint", path)]
 
 
 def _run(cmd: list[str], what: str, cwd: Path | None = None, env: dict | None = None) -> str:
