@@ -103,10 +103,19 @@ def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int 
                                   block_fits=duet.fits if duet else None)
     robustness(gate_rows, b, c, cases, threshold, min_runs, exceptions or {},
                None if cross_machine else hw, confidence, duet)
+    # a case's FAIL speaks for the candidate at the family's level (gate.verdict)
+    family_level = gate_mod.family_confidence(confidence, gate_rows)
+    family_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {},
+                                    hardware_diff=None if cross_machine else hw, confidence=family_level,
+                                    block_fits=duet.fits if duet else None)
+    for row, at_family in zip(gate_rows, family_rows):
+        row.update(family_confidence=family_level, family_gate=at_family["gate"])
+    counted = sum(1 for r in gate_rows if r.get("lower") is not None and r["gate"] not in ("MISSING", "MISALIGNED"))
+    notes.append("verdict: " + gate_mod.verdict_rule(confidence, family_level, counted))
     att, family = tables.attribution_table(b, c, cases, confidence, min_share)
     functions, flames = profiles.compare(b, c, att, cases)
     return Report(b, c, cases, thr, tables.phase_table(b, c, cases), att, disp,
-                  pd.DataFrame(gate_rows), gate_mod.verdict(gate_rows), threshold, min_runs,
+                  pd.DataFrame(gate_rows), gate_mod.verdict(gate_rows, family_rows), threshold, min_runs,
                   environment_table(b, c), input_kind, hw if cross_machine else [], confidence, list(notes or []),
                   functions, flames, family, min_share)
 

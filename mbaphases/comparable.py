@@ -273,13 +273,14 @@ class DuetBatch:
 
 def block_fits(sides: list[Side], metric: str = "throughput") -> dict[str, blocks_mod.Fit]:
     """Per case, the intra-block fit (mbaphases.stats.blocks) of every duet run of these sides,
-    each side known by its revision, with the CPU each run had; cases without enough pairs have
-    none."""
+    each side known by its revision, with the CPU each run had and its role in its pair (which took
+    the first turn); cases without enough pairs have none."""
     rows: dict[str, list[tuple]] = {}
     for side in sides:
         v = side.values[(side.values.metric == metric) & side.values.run.isin(list(side.pairs))]
         for run, case, value in zip(v.run, v.case, v.value):
-            rows.setdefault(case, []).append((side.revision, side.pairs[run], float(value), side.cpus.get(run)))
+            rows.setdefault(case, []).append((side.revision, side.pairs[run], float(value), side.cpus.get(run),
+                                              side.roles.get(run)))
     fits = {case: blocks_mod.fit(r) for case, r in rows.items()}
     fits = {case: f for case, f in fits.items() if f is not None}
     blocks_mod.share_noisiness(fits)

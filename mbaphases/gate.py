@@ -9,7 +9,9 @@ rank statistic and its Hodges-Lehmann interval; mbaphases.comparable). Duet runs
 of sides that met in fewer than MIN_PAIRS pairs (a round-robin) are compared
 through every pair of the batch, each pair's slot a block (the intra-block
 least-squares fit, a t interval; mbaphases.stats.blocks), with the unpaired
-rank interval of the same runs beside it.
+rank interval of the same runs beside it. Pairs in turns: the turn bias predicted for the runs'
+profile and host class (mbaphases/turn_bias.toml) is subtracted from the log ratio and its standard
+error added in quadrature, so the interval, at the stated level, is for each side alone.
 * PASS: the interval's lower end clears the threshold;
 * FAIL: its upper end is below the threshold;
 * INCONCLUSIVE: the threshold lies inside it (or the runs are too few for any
@@ -22,15 +24,20 @@ rank interval of the same runs beside it.
 * EXCEPTED: listed by the maintainer in the exceptions file (with a reason and
   optionally an own threshold, which its interval must then clear).
 
-At 3 vs 3 runs and 90% the interval is [min c / max b, max c / min b], the
+The candidate's verdict over its cases: PASS when every case PASSes (intersection-union), FAIL when
+some case's interval at the family level (Bonferroni over the cases) lies below the threshold, each
+wrong at most (1 - confidence) / 2 (verdict_rule). At 3 vs 3 runs and 90% the interval is [min c / max b, max c / min b], the
 seed's interval rule; more runs narrow it. From five runs per side a one-sided
 Mann-Whitney p-value on the scaled throughputs is added for information.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
+
+from scipy import stats
 
 from mbaphases import comparable, inputs, turn_bias
 from mbaphases.errors import UsageError
@@ -152,8 +159,7 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
                                   if min(len(xb), len(xc)) >= rules.RANK_TEST_MIN_RUNS else None)
             else:
                 row["p_value"] = rules.rank_test_p(xb, xc, threshold)
-        measured_iv = iv  # before any turn-bias widening: what more runs would narrow
-        iv, row = _turn_bias(iv, row, b, c, run_b, run_c)
+        iv, row = _turn_bias(iv, row, b, c, run_b, run_c, ct.df if ct is not None else math.inf, confidence)
         diff = misaligned(b, c, case)
         if diff or hardware_diff:
             row["gate"] = "MISALIGNED"
@@ -166,10 +172,10 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
         if iv.lower is None:
             row["note"] = f"{len(xb)} vs {len(xc)} runs cannot give a {confidence:.0%} interval"
         if status == "INCONCLUSIVE":
-            row["runs_needed"] = intervals.runs_needed(measured_iv, threshold, confidence, row.get("turn_bias") or 0.0)
-            if row.get("turn_bias") and row["runs_needed"] is None and iv.lower is not None:
-                row["note"] += ("; the estimate lies within the turn-bias bound of the threshold: no number of pairs "
-                                "in turns decides it (runs alone can)")
+            row["runs_needed"] = intervals.runs_needed(iv, threshold, confidence, row.get("turn_bias_half") or 0.0)
+            if row.get("turn_bias_half") and row["runs_needed"] is None and iv.lower is not None:
+                row["note"] += ("; the estimate lies within the turn-bias correction's own error of the threshold: no "
+                                "number of pairs in turns decides it (runs alone can)")
         status = _excepted(status, row, iv, exceptions.get(case))
         row["gate"] = status
         rows.append(row)
@@ -196,27 +202,57 @@ def _excepted(status: str, row: dict, iv: intervals.RatioInterval, exc: Exceptio
     return own
 
 
-def _turn_bias(iv: intervals.RatioInterval, row: dict, b: Side, c: Side, run_b, run_c):
-    """Pairs in turns: the interval widened by the turn-bias bound that applies (the estimate stays),
-    the note saying which; other designs as they are."""
+def _turn_bias(iv: intervals.RatioInterval, row: dict, b: Side, c: Side, run_b, run_c, df: float,
+               confidence: float):
+    """Pairs in turns: the interval with the predicted turn bias of its class subtracted and its error
+    added in quadrature (mbaphases.turn_bias), the note saying which; other designs as they are.
+    ``df``: the interval's own degrees of freedom (math.inf for a rank interval)."""
     where = comparable.turns_class(b, c, run_b, run_c)
-    found = turn_bias.applying(*where) if where and iv.lower is not None else None
-    if found is None:
+    corr = turn_bias.applying(*where, b.revision, c.revision) if where and iv.lower is not None else None
+    if corr is None:
         return iv, row
-    lower, upper = turn_bias.widen(iv.lower, iv.upper, found[0].bound)
-    iv = dataclasses.replace(iv, lower=lower, upper=upper)
-    row.update(lower=lower, upper=upper, smallest_detectable_change=iv.half_width, turn_bias=found[0].bound,
-               before_turn_bias={"lower": row["lower"], "upper": row["upper"]},
-               note=((row.get("note") or "") + turn_bias.note(found)).removeprefix("; "))
+    fixed = intervals.correct_bias(iv.lower, iv.upper, iv.estimate, df, confidence, corr.bias, corr.se, corr.df)
+    iv = dataclasses.replace(iv, lower=fixed.lower, upper=fixed.upper, estimate=fixed.estimate)
+    quantile = float(stats.t.ppf(0.5 + confidence / 2, fixed.df)) if math.isfinite(fixed.df) else \
+        float(stats.norm.ppf(0.5 + confidence / 2))
+    row.update(lower=fixed.lower, upper=fixed.upper, estimate=fixed.estimate, smallest_detectable_change=iv.half_width,
+               coverage=confidence, turn_bias=corr.bias, turn_bias_se=corr.se, turn_bias_half=quantile * corr.se,
+               turn_bias_source=corr.how,
+               before_turn_bias={"lower": row["lower"], "upper": row["upper"], "estimate": row["estimate"]},
+               method=f"{row['method']}, turn bias {corr.bias:+.4f} corrected (se {corr.se:.4f} in quadrature)",
+               note=((row.get("note") or "") + turn_bias.note(corr, confidence)).removeprefix("; "))
     return iv, row
 
 
-def verdict(rows: list[dict]) -> str:
+def family_confidence(confidence: float, rows: list[dict]) -> float:
+    """The level at which a case's FAIL speaks for the whole candidate: Bonferroni over the cases that
+    have an interval, so that "FAIL if any case FAILs" errs at most (1 - confidence) / 2 together."""
+    cases = sum(1 for r in rows if r.get("lower") is not None and r["gate"] not in ("MISSING", "MISALIGNED"))
+    return 1 - (1 - confidence) / max(cases, 1)
+
+
+def verdict(rows: list[dict], family_rows: list[dict] | None = None) -> str:
+    """The candidate's verdict over its cases, with a stated error (verdict_rule). PASS: every case
+    PASSes (an intersection-union test: each case's PASS errs at most (1 - confidence) / 2, and so
+    does their conjunction, no correction needed). FAIL: some case FAILs at the family level
+    (``family_rows``: the same cases at family_confidence), so that a candidate with every case at the
+    threshold FAILs at most (1 - confidence) / 2 (at each case's own level, 7 cases would FAIL it about
+    30% of the time). Without ``family_rows``, the cases' own FAILs."""
     statuses = {r["gate"] for r in rows}
     if statuses & {"MISSING", "MISALIGNED"}:
         return "INCOMPLETE"
-    if "FAIL" in statuses:
+    failing = {r["case"] for r in (rows if family_rows is None else family_rows) if r["gate"] == "FAIL"}
+    if failing & {r["case"] for r in rows if r["gate"] == "FAIL"}:
         return "FAIL"
-    if "INCONCLUSIVE" in statuses:
-        return "INCONCLUSIVE"
-    return "PASS"
+    if statuses <= {"PASS", "EXCEPTED"}:
+        return "PASS"
+    return "INCONCLUSIVE"
+
+
+def verdict_rule(confidence: float, family: float, cases: int) -> str:
+    """The verdict's rule and its error, in words (every report and summary.json say it)."""
+    error = (1 - confidence) / 2
+    return (f"the candidate PASSes when every case PASSes at {confidence:.0%} (intersection-union: a false PASS at "
+            f"most {error:.0%}); it FAILs when some case's {family:.2%} interval (Bonferroni over the {cases} cases "
+            f"with an interval) lies below the threshold (a false FAIL at most {error:.0%}, whatever the cases' "
+            "dependence); otherwise INCONCLUSIVE")

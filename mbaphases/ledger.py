@@ -14,16 +14,21 @@ fit (each change the reference's median times the fitted ratio less 1; the
 interval by the delta method), so each pair's shared slot
 cancels as in the gate. Otherwise the changes are of the sums of the parts'
 medians and the interval a stratified percentile bootstrap over the runs of
-every side involved. Against an equivalence margin (pins ``[ledger]``: a share
-of the combined change, default 10%, or an absolute ``additivity_margin_ms``):
-"adds up" only when the whole interval lies inside [-margin, +margin], "does
-not add up" when it lies wholly beyond the margin, "undetermined" otherwise,
-with the runs per side an interval of this spread would need.
+every side involved. Against a preset equivalence margin (pins ``[ledger]
+additivity_margin``: a share of the reference's active time per case, default
+5%, or an absolute ``additivity_margin_ms``): "adds up" only when the whole
+interval lies inside [-margin, +margin], "does not add up" when it lies wholly
+beyond the margin, "undetermined" otherwise, with the runs per side an interval
+of this spread would need. The margin is set before the data, never drawn from
+them (a share of the measured change is random, and small where the change is).
+The cases together: a random-effects summary row of the interactions as shares
+of the reference's active time, against the same share.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from mbaphases import comparable, tables
 from mbaphases.side import Side
@@ -31,7 +36,9 @@ from mbaphases.stats import blocks, intervals, rules
 
 PHASES = tables.ATTRIBUTION  # the parts of the active time that add up per run
 STORY = ("physics", "update_state", "reset_done")  # the phases the demo story is about; the rest is "other"
-DEFAULT_MARGIN_SHARE = 0.10
+# the interaction a maintainer calls "adds up": 5% of the reference's active time a step, about the
+# smallest change the gate's +-3% target half-width can tell apart from none on a pair of sides
+DEFAULT_MARGIN_SHARE = 0.05
 
 
 # the ledger's columns -> the part of the active time each is the change of
@@ -137,15 +144,19 @@ def additivity_table(reference: Side, by_label: dict[str, Side], combines: dict[
                      cases: list[str], confidence: float = rules.DEFAULT_CONFIDENCE,
                      margin_share: float = DEFAULT_MARGIN_SHARE, margin_ms: float | None = None,
                      fits: dict[str, dict] | None = None) -> pd.DataFrame:
-    """Per combined candidate and case, the interaction and its equivalence test. Where every side
-    involved ran in pairs of one batch (``fits``: part_fits), the interaction is a contrast of the
-    active time's intra-block fit (each pair's slot out, as the gate's); otherwise a stratified
+    """Per combined candidate and case, the interaction and its equivalence test against a margin set
+    before the data (``margin_share`` of the reference's median active time in the case, or
+    ``margin_ms``); then per combined candidate a pooled row (case "all cases"): the random-effects
+    summary of the cases' interactions as shares of the reference's active time (pooled). Where every
+    side involved ran in pairs of one batch (``fits``: part_fits), a case's interaction is a contrast
+    of the active time's intra-block fit (each pair's slot out, as the gate's); otherwise a stratified
     percentile bootstrap over runs (point: the resamples' median)."""
     rows = []
     for combined, parts in combines.items():
         if combined not in by_label or any(p not in by_label for p in parts):
             continue
         involved = [reference, by_label[combined], *(by_label[p] for p in parts)]
+        decided = []
         for case in cases:
             per_run = [tables.attribution_parts(s, case) for s in involved]
             row = {"combined": combined, "case": case, "parts": ", ".join(parts)}
@@ -155,13 +166,51 @@ def additivity_table(reference: Side, by_label: dict[str, Side], combines: dict[
             runs = min(len(p) for p in per_run)
             found = (_fitted_interaction(involved, per_run[0], (fits or {}).get("delta_sum", {}).get(case), confidence)
                      or _bootstrap_interaction(involved, per_run, confidence))
-            measured = found["measured_ms"]
-            margin = float(margin_ms) if margin_ms is not None else margin_share * abs(float(measured))
+            active = float(per_run[0]["active"].median())
+            margin = float(margin_ms) if margin_ms is not None else margin_share * active
             verdict, need = rules.decide_equivalence(found["interaction_ms"], found["interaction_lower_ms"],
                                                      found["interaction_upper_ms"], margin, runs)
-            rows.append({**row, **found, "margin_ms": margin, "additivity": verdict,
-                         "adds_up": {"adds up": True, "does not add up": False}.get(verdict), "runs_needed": need})
+            rows.append({**row, **found, "active_ms_reference": active, "margin_ms": margin, "additivity": verdict,
+                         "adds_up": {"adds up": True, "does not add up": False}.get(verdict), "runs_needed": need,
+                         "confidence": confidence})
+            decided.append((rows[-1], runs))
+        pooled = _pooled_interaction(decided, confidence, margin_share if margin_ms is None else None)
+        if pooled is not None:
+            rows.append({"combined": combined, "case": POOLED, "parts": ", ".join(parts), **pooled})
     return pd.DataFrame(rows)
+
+
+POOLED = "all cases (pooled)"
+
+
+def _pooled_interaction(rows: list[tuple[dict, int]], confidence: float, margin_share: float | None) -> dict | None:
+    """The cases' interactions as shares of the reference's active time, summarised by a random-effects
+    model (statsmodels' combine_effects, Paule-Mandel's spread between cases): its mean with the wider
+    of the t interval on k - 1 df and Hartung-Knapp-Sidik-Jonkman's (the modification that keeps
+    HKSJ from narrowing where the cases agree more than their errors say), tested against the share
+    margin. Each case's standard error is its interval's half-width over its quantile. A case's runs
+    are the same processes as the others' (a run's slowdown reaches all its cases): the spread between
+    cases takes that in, the model does not model it. None with fewer than three cases with an
+    interval, or with an absolute margin in ms (no one share)."""
+    usable = [(r, n) for r, n in rows if r.get("interaction_lower_ms") is not None
+              and np.isfinite(r["interaction_lower_ms"]) and r["active_ms_reference"] > 0]
+    if margin_share is None or len(usable) < 3:
+        return None
+    effect, ses = [], []
+    for r, _ in usable:
+        df = r.get("df")
+        tail = 0.5 + confidence / 2
+        q = float(stats.t.ppf(tail, df)) if df and np.isfinite(df) else float(stats.norm.ppf(tail))
+        effect.append(r["interaction_ms"] / r["active_ms_reference"])
+        ses.append((r["interaction_upper_ms"] - r["interaction_lower_ms"]) / 2 / q / r["active_ms_reference"])
+    found = intervals.pooled(effect, ses, confidence)
+    mean, lower, upper, k = found.mean, found.lower, found.upper, found.cases
+    verdict, need = rules.decide_equivalence(mean, lower, upper, margin_share, min(n for _, n in usable))
+    return {"interaction_share": mean, "interaction_share_lower": lower, "interaction_share_upper": upper,
+            "between_cases_sd": found.between_sd, "cases": k, "margin_share": margin_share,
+            "additivity": verdict, "adds_up": {"adds up": True, "does not add up": False}.get(verdict),
+            "runs_needed": need, "confidence": confidence,
+            "method": f"random effects over {k} cases (Paule-Mandel; the wider of t and HKSJ on {k - 1} df)"}
 
 
 def _fitted_interaction(involved: list[Side], reference_parts: pd.DataFrame, fit, confidence: float) -> dict | None:
@@ -190,5 +239,5 @@ def _bootstrap_interaction(involved: list[Side], per_run: list[pd.DataFrame], co
     point, lo, hi = intervals.bootstrap([_groups(s, p) for s, p in zip(involved, per_run)], interaction, confidence)
     sums = [float(np.nansum(p[list(PHASES)].median())) for p in per_run]
     return {"sum_of_parts_ms": sum(x - sums[0] for x in sums[2:]), "measured_ms": sums[1] - sums[0],
-            "interaction_ms": point, "interaction_lower_ms": lo, "interaction_upper_ms": hi,
+            "interaction_ms": point, "interaction_lower_ms": lo, "interaction_upper_ms": hi, "df": None,
             "method": "stratified percentile bootstrap over runs (point: the resamples' median)"}

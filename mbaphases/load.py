@@ -358,6 +358,8 @@ def _batch_and_pair(meta: dict, run: str, into) -> None:
         into.pairs[run] = duet["pair"]
         if duet.get("cpu") is not None:
             into.cpus[run] = int(duet["cpu"])
+        if duet.get("role") is not None:
+            into.roles[run] = int(duet["role"])
         if duet.get("share_cpu"):
             into.turns.add(run)
 
@@ -453,6 +455,7 @@ def load_asv_side(label: str, rev: str, results_dir: Path, machine: str, repo: P
     if runs.names:
         side.values = pd.DataFrame(runs.rows, columns=["run", "case", "metric", "value"])
         side.batches, side.pairs, side.cpus, side.run_hardware = runs.batches, runs.pairs, runs.cpus, runs.hardware
+        side.roles = runs.roles
         side.turns, side.turns_without_end_wait = runs.turns, runs.turns_without_end_wait
         side.run_flags = {run: f for run, f in runs.flags.items() if f}
         side.notes += _mirror_notes(side.values, pd.DataFrame(asv_rows, columns=side.values.columns))
@@ -514,6 +517,7 @@ class _RawRuns:
     batches: dict = field(default_factory=dict)
     pairs: dict = field(default_factory=dict)
     cpus: dict = field(default_factory=dict)
+    roles: dict = field(default_factory=dict)
     turns: set = field(default_factory=set)
     turns_without_end_wait: set = field(default_factory=set)
 

@@ -79,11 +79,12 @@ def summary(rep: Report) -> dict:
             "gate_detail": {k: g.get(k) for k in ("threshold", "confidence", "lower", "upper", "estimate", "k",
                                                   "coverage", "strata", "method", "smallest_detectable_change",
                                                   "runs_needed", "p_value", "note", "decision",
-                                                  "flagged_runs", "without_flagged", "turn_bias")}
+                                                  "flagged_runs", "without_flagged", "turn_bias", "turn_bias_se",
+                                                  "turn_bias_source", "family_confidence", "family_gate")}
             | {"strata_text": g.get("strata_text") if isinstance(g.get("strata_text"), str) else None,
                # duet pairs: the same runs' interval as if unpaired, beside the paired one
                "unpaired": g.get("unpaired") if isinstance(g.get("unpaired"), dict) else None,
-               # pairs in turns: the interval before the turn-bias bound widened it
+               # pairs in turns: the interval (and its estimate) before the turn bias was corrected
                "before_turn_bias": g.get("before_turn_bias") if isinstance(g.get("before_turn_bias"), dict) else None},
         })
     env = rep.environment
@@ -216,7 +217,11 @@ def overview_markdown(ov: Overview) -> str:
                   "optimizations' changes (all against the same reference). Where every side ran in pairs, a "
                   "contrast of the active time's intra-block fit (each pair's slot out, as in the gate; the "
                   "interval by the delta method); otherwise a stratified percentile bootstrap over the runs of "
-                  "every side involved (its point the resamples' median). The method column says which. Adds up: "
+                  "every side involved (its point the resamples' median). The method column says which. The margin "
+                  "is set before the data (pins `[ledger] additivity_margin`, a share of the reference's active "
+                  "time in the case, default 5%). The last row of each combined candidate pools the cases: a "
+                  "random-effects summary of their interactions as shares of the reference's active time "
+                  "(Paule-Mandel, the wider of t and HKSJ on cases - 1 df), against the same share. Adds up: "
                   "the interval lies inside ± the margin; "
                   "does not add up: it lies wholly beyond it; undetermined otherwise (the runs per side an interval "
                   "of this spread would need).", _md(v["additivity"])]

@@ -31,6 +31,7 @@ class Side:
     pairs: dict[str, str] = field(default_factory=dict)  # run -> its duet pair (the partner ran at the same time)
     cpus: dict[str, int] = field(default_factory=dict)  # run -> the CPU its duet run had to itself
     turns: set[str] = field(default_factory=set)  # runs that shared their CPU with the partner, in turns
+    roles: dict[str, int] = field(default_factory=dict)  # run -> its role in its pair (0 took the first turn)
     # of those, runs whose side went on (summary, next case, exit) inside the partner's timed steps
     # once its own loop ended: their turns record no waited_partner_end_s (docs/noise.md)
     turns_without_end_wait: set[str] = field(default_factory=set)
@@ -55,6 +56,7 @@ class Side:
             batches={r: b for r, b in self.batches.items() if r in keep},
             pairs={r: b for r, b in self.pairs.items() if r in keep},
             cpus={r: b for r, b in self.cpus.items() if r in keep}, turns=self.turns & keep,
+            roles={r: b for r, b in self.roles.items() if r in keep},
             turns_without_end_wait=self.turns_without_end_wait & keep,
             run_hardware={r: h for r, h in self.run_hardware.items() if r in keep},
             run_flags={r: f for r, f in self.run_flags.items() if r in keep},

@@ -16,42 +16,57 @@ from mbaphases.stats import intervals, rules
 
 
 def plan(pins: dict, runs: int, max_runs: int, budget_min: float) -> dict:
-    """The batch record's ``until_decisive``: looking repeatedly inflates the error, so it is split
-    evenly over the planned looks (Bonferroni, mbaphases.stats.rules.split_confidence)."""
+    """The batch record's ``until_decisive``: a look after the pinned rounds and after every round
+    added, the error spent over the looks by a spending function (rules.look_levels), so that every
+    look's interval covers together at the nominal confidence."""
     if max_runs < runs:
         raise UsageError(f"--max-runs {max_runs} must be >= the pinned runs ({runs})")
     if not (budget_min > 0):  # NaN compares false: refused too
         raise UsageError(f"--budget-min {budget_min} must be > 0")
     g = pins.get("gate", {})
     confidence = float(g.get("confidence", rules.DEFAULT_CONFIDENCE))
-    looks = max_runs - runs + 1
-    return {"max_runs": max_runs, "budget_s": 60 * budget_min, "planned_looks": looks,
-            "confidence": rules.split_confidence(confidence, looks), "nominal_confidence": confidence,
+    sizes = list(range(runs, max_runs + 1))
+    levels = rules.look_levels(confidence, sizes)
+    return {"max_runs": max_runs, "budget_s": 60 * budget_min, "planned_looks": len(sizes), "looks_at": sizes,
+            "levels": levels, "spending": rules.SPENDING, "confidence": levels[-1], "nominal_confidence": confidence,
             "threshold": float(g.get("threshold", rules.DEFAULT_THRESHOLD))}
 
 
 def settle_looks(until: dict, paired: bool, fitted: bool, earlier: int) -> dict:
-    """The plan's error split over the planned looks that can decide (rules.split_over_deciding_looks):
-    a look whose pairs (or runs) are too few for the design's interval at its confidence takes no
-    share. ``earlier``: runs a side this machine already holds of these sides (a look pools them);
-    with earlier independent runs, or a fitted design (round-robin pairs: an interval from two runs
-    on), every look counts, as the plain split does."""
-    first = until["max_runs"] - until["planned_looks"] + 1
-    sizes = [earlier + n for n in range(first, until["max_runs"] + 1)]
+    """The plan's error spent over the planned looks that can decide (rules.deciding_looks): a look
+    whose pairs (or runs) are too few for the design's interval at its level takes no share.
+    ``earlier``: runs a side this machine already holds of these sides (a look pools them); with
+    earlier independent runs, or a fitted design (round-robin pairs: an interval from two runs on),
+    every look counts."""
+    sizes = [earlier + n for n in until["looks_at"]]
     every = fitted or (earlier > 0 and not paired)
-    confidence, counted = rules.split_over_deciding_looks(
-        until["nominal_confidence"], sizes,
-        (lambda n, c: True) if every else (lambda n, c: intervals.has_interval(n, c, paired)))
-    return {**until, "confidence": confidence, "counted_looks": counted}
+    deciding = rules.deciding_looks(until["nominal_confidence"], sizes,
+                                    (lambda n, c: True) if every else (lambda n, c: intervals.has_interval(n, c, paired)))
+    levels = [deciding.get(i) for i in range(len(sizes))]
+    last = [x for x in levels if x is not None]
+    return {**until, "levels": levels, "counted_looks": len(deciding),
+            "confidence": last[-1] if last else until["nominal_confidence"]}
+
+
+def level_at(until: dict, look: int) -> float | None:
+    """The level of look ``look`` (1: after the pinned rounds); None for a look that decides nothing.
+    Records made before the spending function split the error evenly (Bonferroni)."""
+    if "levels" not in until:
+        return until["confidence"]
+    levels = until["levels"]
+    return levels[min(look, len(levels)) - 1]
 
 
 def plan_line(until: dict) -> str:
-    counted = until.get("counted_looks", until["planned_looks"])
+    if "levels" not in until:
+        return (f"until decisive: up to {until['planned_looks']} look(s), up to {until['max_runs']} runs a side; each "
+                f"look at {until['confidence']:.4f} confidence")
+    looks = ", ".join(f"{n} runs a side at {level:.4f}" if level is not None else f"{n} runs a side: none (too few)"
+                      for n, level in zip(until["looks_at"], until["levels"]))
     return (f"until decisive: up to {until['planned_looks']} look(s), up to {until['max_runs']} runs a side; the "
-            f"{1 - until['nominal_confidence']:.0%} error split over {counted} of them"
-            + (" (the looks too small for an interval at that confidence spend none)"
-               if counted < until["planned_looks"] else "")
-            + f": each look at {until['confidence']:.4f} confidence")
+            f"{1 - until['nominal_confidence']:.0%} error spent over the looks that can decide by the "
+            f"{until.get('spending', rules.SPENDING)} function (every look's interval at its own level, all of them "
+            f"covering together at {until['nominal_confidence']:.0%}): {looks}")
 
 
 def add_rounds(until: dict, conf_path: Path, pins: dict, sides: list[dict], machine: str, names: dict,
@@ -63,7 +78,7 @@ def add_rounds(until: dict, conf_path: Path, pins: dict, sides: list[dict], mach
     done_runs, looks, replaced = runs, 0, False
     while True:
         looks += 1
-        open_cases = undecided(conf_path, pins, sides, machine, until, out)
+        open_cases = open_at_look(until, looks, conf_path, pins, sides, machine, out)
         record["looks"] = looks
         # a run another process or the hypervisor disturbed stays in; its sides get one
         # replacement round, so no verdict has to rest on it alone
@@ -80,8 +95,8 @@ def add_rounds(until: dict, conf_path: Path, pins: dict, sides: list[dict], mach
             needs = sorted(n for *_, n in open_cases if n != math.inf)
             why = (f"they need about {needs[0]}-{needs[-1]} runs a side" if needs else "")
             bias = sum(1 for *_, n in open_cases if n == math.inf)
-            why += ("; " if why and bias else "") + (f"{bias} lie within the turn-bias bound of the threshold"
-                                                     if bias else "")
+            why += ("; " if why and bias else "") + (f"{bias} lie within the turn-bias correction's own error of the "
+                                                     "threshold" if bias else "")
             print(f"[until decisive] stopping after look {looks}: at this spread no open case decides within "
                   f"--max-runs {until['max_runs']} ({why}); {what}", file=out, flush=True)
             record["stopped"] = "beyond reach"
@@ -106,6 +121,15 @@ def add_rounds(until: dict, conf_path: Path, pins: dict, sides: list[dict], mach
         print(f"[until decisive] round {done_runs}: {', '.join(names[x] for x in order)}", file=out, flush=True)
         rc = run_round(order if done_runs % 2 else order[::-1], done_runs) or rc
     return done_runs, rc
+
+
+def open_at_look(until: dict, look: int, conf_path: Path, pins: dict, sides: list[dict], machine: str,
+                 out) -> list[tuple[str, str, int | None]]:
+    """The open cases at look ``look``, at its level; a look that cannot decide leaves every case open."""
+    level = level_at(until, look)
+    if level is None:
+        return [(x["label"], case, None) for x in sides[1:] for case in pins["cases"]]
+    return undecided(conf_path, pins, sides, machine, {**until, "confidence": level}, out)
 
 
 def beyond_reach(open_cases: list[tuple[str, str, int | None]], max_runs: int) -> bool:
@@ -161,10 +185,11 @@ def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, unti
                 span = f"[{lo:.3f}, {hi:.3f}]" if lo is not None else "n/a"
                 need = row.get("runs_needed") if row["lower"] is not None else None
                 if row["lower"] is not None and need is None:
-                    # within the turn-bias bound of the threshold: no number of pairs in turns decides it
+                    # within the turn-bias correction's own error of the threshold: no number of pairs in
+                    # turns decides it
                     need = math.inf
                 print(f"[until decisive] {cand['label']} {row['case']}: INCONCLUSIVE, interval {span}"
-                      + (", within the turn-bias bound of the threshold: more pairs cannot decide it"
+                      + (", within the turn-bias correction's error of the threshold: more pairs cannot decide it"
                          if need == math.inf else f", needs about {need} runs a side" if need else ""),
                       file=out, flush=True)
                 open_cases.append((cand["label"], row["case"], need))
@@ -174,32 +199,45 @@ def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, unti
 
 
 def stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[float, list[str]]:
-    """Runs added until decisive looked at the data repeatedly: the report decides at the nominal
-    error split over every planned look of every such batch it pools (two batches of 2 looks each
-    are 4 looks: deciding each at its own batch's split would spend the error once per batch), and
-    says how many looks were taken."""
+    """Runs added until decisive looked at the data repeatedly. One such batch: the report decides
+    at the level of the look the batch stopped at (its spending plan; every look's interval covers
+    together at the nominal confidence). Several pooled (or records from before the spending plan):
+    the nominal error split evenly over every planned look of every one (Bonferroni: two batches of
+    2 looks each are 4 looks)."""
     batches = {bt for s in sides for bt in s.batches.values()}
-    notes, looks, nominal = [], 0, confidence
+    notes, looked = [], []
     for path in records:
         rec = load.read_json_file(Path(path))
         until = rec.get("until_decisive")
         if rec.get("batch") in batches and until:
-            # the looks the batch split its error over (earlier records: every planned look)
+            looked.append((rec, until))
             counted = int(until.get("counted_looks", until["planned_looks"]))
-            looks += counted
-            nominal = min(nominal, float(until["nominal_confidence"]))
             notes.append(f"batch {rec['batch']} added runs until decisive: {rec.get('looks', 0)} look(s) taken of "
                          f"{until['planned_looks']} planned"
-                         + (f", the error split over {counted} (the looks too small for an interval spend none)"
+                         + (f", the error spent over {counted} (the looks too small for an interval spend none)"
                             if counted != until["planned_looks"] else ""))
         stop = rec.get("deadline") or {}
         if rec.get("batch") in batches and stop.get("not_started"):
             notes.append(f"batch {rec['batch']} stopped at its deadline: {stop['not_started']} planned pairs or rounds "
                          "never started; the verdicts are the completed runs', an open case says about how many "
                          "runs would decide it (`mbaphases run --resume` goes on with the batch)")
-    if looks:
-        confidence = max(confidence, rules.split_confidence(nominal, looks))
-        notes.append(f"every verdict at {confidence:.4f} confidence: the {nominal:.0%} error split over "
-                     f"{looks} look(s) of the report's until-decisive batches (a look too small for an interval "
-                     "takes no share)")
-    return confidence, notes
+    if not looked:
+        return confidence, notes
+    nominal = min(float(u["nominal_confidence"]) for _, u in looked)
+    if len(looked) == 1 and "levels" in looked[0][1]:
+        rec, until = looked[0]
+        taken = max(int(rec.get("looks") or 1), 1)
+        # the stopping look's level; a look that could not decide (too few runs) takes the next one's
+        later = [x for x in until["levels"][taken - 1:] if x is not None] or [x for x in until["levels"] if x]
+        level = max(confidence, later[0] if later else nominal)
+        notes.append(f"every verdict at {level:.4f} confidence: look {taken} of the batch's "
+                     f"{until.get('spending', rules.SPENDING)} spending of the {1 - nominal:.0%} error over its "
+                     "looks (every look's interval covering together at "
+                     f"{nominal:.0%})")
+        return level, notes
+    looks = sum(int(u.get("counted_looks", u["planned_looks"])) for _, u in looked)
+    level = max(confidence, rules.split_confidence(nominal, looks))
+    notes.append(f"every verdict at {level:.4f} confidence: the {nominal:.0%} error split over "
+                 f"{looks} look(s) of the report's until-decisive batches (a look too small for an interval "
+                 "takes no share)")
+    return level, notes

@@ -67,9 +67,12 @@ DEFINITIONS = {
                 "pairs of their own are compared pair by pair (Wilcoxon signed-rank of the per-pair ratios); two "
                 "sides of a round-robin, which meet in fewer, through every side's pairs: the least-squares fit "
                 "of log throughput = side + pair + CPU per case (each pair's time slot a block, so a slowdown of "
-                "the host during it, shared by both of its runs, cancels; the CPUs swap every round), with "
+                "the host during it, shared by both of its runs, cancels; the CPUs swap every round; in turns, "
+                "where a pair shares its CPUs, which side took the first turn in place of the CPU), with "
                 "Student's t interval of the two sides' difference on the residual degrees of freedom (a normal "
-                "model of what is left; the unpaired rank interval of the same runs is shown beside it).",
+                "model of what is left; the unpaired rank interval of the same runs is shown beside it). Pairs in "
+                "turns: the predicted turn bias of the runs' profile and host class subtracted, its standard error "
+                "added in quadrature (mbaphases/turn_bias.toml): the interval is for each side alone, at its level.",
     "gate": gate_mod.__doc__.strip(),
 }
 
@@ -297,7 +300,8 @@ def decision_block(rep: Report) -> str:
         if not tables.missing(r.get("runs_needed")):
             more = f"about {int(r['runs_needed'])} runs per side (`mbaphases run --until-decisive`)"
         elif not tables.missing(r.get("turn_bias")):
-            more = "runs alone (`--design solo`): it lies within the turn-bias bound of the threshold"
+            more = ("runs alone (`--design solo`): it lies within the turn-bias correction's own error of the "
+                    "threshold")
         else:
             more = "more runs (`mbaphases run --until-decisive`)"
         lines.append(f"- `{r['case']}`: INCONCLUSIVE, {interval_text(r)} contains {r['threshold']:.2f}; smallest "
@@ -369,6 +373,23 @@ def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:
             return f"undetermined (need about {int(r['runs_needed'])} runs per side)"
         return v if isinstance(v, str) else "n/a"
 
+    def share(r):
+        if not tables.missing(r.get("interaction_share")):  # the pooled row
+            return change_text(r["interaction_share"], r["interaction_share_lower"], r["interaction_share_upper"],
+                               True, "{:+.1%}")
+        active = r.get("active_ms_reference")
+        if tables.missing(active) or tables.missing(r.get("interaction_ms")) or not active:
+            return "n/a"
+        return change_text(r["interaction_ms"] / active, r.get("interaction_lower_ms") / active
+                           if not tables.missing(r.get("interaction_lower_ms")) else None,
+                           r.get("interaction_upper_ms") / active
+                           if not tables.missing(r.get("interaction_upper_ms")) else None, True, "{:+.1%}")
+
+    def margin(r):
+        if not tables.missing(r.get("margin_share")):
+            return f"±{r['margin_share']:.1%} of active"
+        return _num(r.get("margin_ms"), "±{:.3f} ms")
+
     av = pd.DataFrame({
         "combined": a.get("combined", []), "case": a.get("case", []),
         "sum of single gains (Δ ms)": [_num(r.get("sum_of_parts_ms"), "{:+.3f}") for r in arecs],
@@ -376,7 +397,9 @@ def overview_tables(ov: Overview) -> dict[str, pd.DataFrame]:
         f"interaction (ms) [{ov.reports[0].confidence:.0%} interval]": [
             change_text(r.get("interaction_ms"), r.get("interaction_lower_ms"), r.get("interaction_upper_ms"), True,
                         "{:+.3f}") for r in arecs],
-        "margin (± ms)": [_num(r.get("margin_ms"), "{:.3f}") for r in arecs],
+        f"interaction (share of the reference's active time) [{ov.reports[0].confidence:.0%} interval]":
+            [share(r) for r in arecs],
+        "margin": [margin(r) for r in arecs],
         "adds up": [verdict_text(r) for r in arecs],
         "method": [r.get("method") if isinstance(r.get("method"), str) else "" for r in arecs],
     }) if len(a) else pd.DataFrame()

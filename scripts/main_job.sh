@@ -13,15 +13,16 @@ step "demo target repository"
 mbaphases demo-repo --path demo-target
 step "A/B run (asv; pairs run from the suite's environment, a few minutes)"
 set +e
-# 4 runs a side, then (2 planned looks at 95% each) one more round for the sides still open, or
-# one replacement round for runs another process disturbed (the budget counts from the batch's
-# start, so it must outlast the pinned rounds); one profiled run per side and case, outside the
-# measured runs, for the function table. Pairs in turns: each pair's two sides on one slot of the
+# 3 runs a side, then a look after every round from the third (the error spent over the looks by
+# the Lan-DeMets Pocock-type function, the levels printed in the plan) and one more round for the
+# sides still open, up to 5, or one replacement round for runs another process disturbed (the budget
+# counts from the batch's start, so it must outlast the pinned rounds); one profiled run per side and
+# case, outside the measured runs, for the function table. Pairs in turns: each pair's two sides on one slot of the
 # profile's CPUs (the demo's two, where the host has them; one on a one-CPU runner, said in the plan),
 # their collector loops taking turns between steps, outside the timed parts, so a slowdown of those
 # CPUs hits both alike; every side once a round (round-robin) (docs/noise.md). --resume: after an
 # interrupted job, the run goes on with its batch (its kept runs stay; only what they miss runs)
-mbaphases run --resume --profile-functions --until-decisive --max-runs 5 --budget-min 30 \
+mbaphases run --resume --profile-functions --runs 3 --until-decisive --max-runs 5 --budget-min 30 \
     --design turns --pairing round-robin "$@"
 run_status=$?
 set -e

@@ -12,8 +12,8 @@ solo one by more than their spreads explain biases the gate.
 one slot of CPUs 0..N-1, every pool at N threads (the demo profile's program at 2). Solo and turns
 alternate slot by slot, so the host's drift falls on both. --json: per case, each design's
 ratio and its difference from solo (log scale) with its standard error and a 90% t interval over the
-rounds (solo and turns of one round paired), and each turn length's bound (a random-effects 90%
-prediction interval for a case's bias, mbaphases.turn_bias.bounds_from): the data behind
+rounds (solo and turns of one round paired), and each turn length's predicted bias with its
+standard error (random effects over the cases, mbaphases.turn_bias.correction_from): the data behind
 mbaphases/turn_bias.toml. The two refs are checked
 out into a temporary folder, removed at the end. Writes a Markdown table to stdout. Bad input:
 one error line, exit 2."""
@@ -208,17 +208,21 @@ def table(args, pairs: dict[tuple, list]) -> list[dict]:
 def main(argv=None) -> int:
     args = parse(argv)
     summary = table(args, measure(args))
-    bounds = turn_bias.bounds_from(summary)
+    # the commits, so that a gate knows the sides a study measured (mbaphases.turn_bias)
+    sha = {ref: subprocess.run(["git", "-C", args.repo, "rev-parse", f"{ref}^{{commit}}"], capture_output=True,
+                               text=True, check=True).stdout.strip() for ref in (args.baseline, args.candidate)}
+    study = {"command": "python scripts/turn_bias.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+             "baseline": args.baseline, "candidate": args.candidate, "baseline_sha": sha[args.baseline],
+             "candidate_sha": sha[args.candidate], "cpus": args.cpus, "rounds": args.rounds,
+             "steps": args.steps, "differences": summary}
+    corrections = turn_bias.summary_of(study)
     print()
-    for b in bounds:
-        print(f"turns of {b['turn_ms']:g} ms: bias {b['mean']:+.4f} (se {b['mean_se']:.4f}, between cases "
-              f"{b['between_sd']:.4f}); 90% prediction interval for a case [{b['lower']:+.4f}, {b['upper']:+.4f}]: "
-              f"bound {b['bound']:.4f} (mbaphases/turn_bias.toml)")
+    for c in corrections:
+        print(f"turns of {c['turn_ms']:g} ms: bias {c['bias']:+.4f} (se of the mean {c['mean_se']:.4f}, between cases "
+              f"{c['between_sd']:.4f}): predicted for a case {c['bias']:+.4f}, se {c['se']:.4f} on {c['df']} df "
+              "(this study alone; mbaphases/turn_bias.toml combines the studies of a class)")
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "command": "python scripts/turn_bias.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "baseline": args.baseline, "candidate": args.candidate, "cpus": args.cpus, "rounds": args.rounds,
-            "steps": args.steps, "differences": summary, "bounds": bounds}, indent=1))
+        Path(args.json).write_text(json.dumps({**study, "corrections": corrections}, indent=1))
     return 0
 
 

@@ -12,7 +12,8 @@ with the pairs as fixed blocks compares any two sides through every pair that co
 pair's shared slowdown taken out (the classical intra-block analysis of an incomplete block
 design). The CPUs swap sides every round, so a CPU's own pace (measured: the side on CPU 1 2-5%
 faster in a run's first cases in two main jobs) is a period effect of a crossover, fitted rather
-than left in the error. The interval of a contrast is Student's t on the residual degrees of
+than left in the error. In turns the pair shares its CPUs, and the period is which side took the
+first turn (role 0): fitted the same way. The interval of a contrast is Student's t on the residual degrees of
 freedom: a normal model of what is left once the slots' slowdowns are out, where the rank
 intervals make no such assumption; the report shows the unpaired rank interval of the same runs
 beside it.
@@ -76,58 +77,83 @@ class Contrast:
 
 
 def fit(rows: list[tuple]) -> Fit | None:
-    """``rows``: (side, pair, value > 0[, CPU]) of one case, every run that ran in a duet pair. A
-    pair with one run left (its partner failed the case) says nothing about the sides and is left
-    out. None when fewer than three sides or MIN_DF residual degrees of freedom remain."""
-    rows = [tuple(r) + (None,) * (4 - len(r)) for r in rows]
-    frame = pd.DataFrame(rows, columns=["side", "pair", "value", "cpu"])
-    frame = frame[np.isfinite(frame.value) & (frame.value > 0)]
-    frame = frame[frame.groupby("pair").pair.transform("size") == 2].copy()
-    sides = sorted(frame.side.unique())
+    """``rows``: (side, pair, value > 0[, CPU[, role]]) of one case, every run that ran in a duet pair
+    (role: 0 for the side that took the first turn). A pair with one run left (its partner failed the
+    case) says nothing about the sides and is left out. None when fewer than three sides or MIN_DF
+    residual degrees of freedom remain."""
+    kept, pairs = _paired(rows)
+    sides = sorted({r[0] for r in kept})
     if len(sides) < 3:
         return None
-    frame["y"] = np.log(frame.value)
-    # a CPU's pace is a period effect only where a pair's two runs had two CPUs; pairs that shared
-    # one CPU carry it in their block already
-    cpus = frame.cpu.notna().all() and frame.groupby("pair").cpu.nunique().max() > 1
-    frame["cpu"] = frame.cpu.astype(str)
+    columns = {"side": [str(r[0]) for r in kept], "pair": [str(r[1]) for r in kept], **_periods(kept, pairs)}
     # imported here: statsmodels takes a second to import, which every command (run, find, ab) paid
     # at start-up though only a fit of pairs uses it
     from statsmodels.regression.linear_model import OLS  # noqa: PLC0415
-    result = OLS(frame.y.to_numpy(), _design(frame, ["side", "pair", *(["cpu"] if cpus else [])])).fit()
+    y = np.log(np.array([r[2] for r in kept], dtype=float))
+    result = OLS(y, _design(columns, len(kept))).fit()
+    if "role" in columns and int(round(result.df_resid)) < MIN_DF:
+        # the position term costs a degree of freedom; a design too small for both (6 sides after 3
+        # rounds) is fitted without it, the first turn's worth then left in the residual
+        del columns["role"]
+        result = OLS(y, _design(columns, len(kept))).fit()
     df = int(round(result.df_resid))
     if df < MIN_DF or not result.scale > 0:
         return None
-    made = Fit(result, sides, frame.side.to_numpy(), int(frame.pair.nunique()), df, _components(frame))
+    made = Fit(result, sides, np.array([r[0] for r in kept], dtype=object), len(pairs), df,
+               _components([[x[0] for x in g] for g in pairs.values()]))
     made.noisiness = {side: max(1.0, ratio) for side, ratio in made.own.items()}
     return made
 
 
-def _design(frame: pd.DataFrame, factors: list[str]) -> pd.DataFrame:
-    """The treatment-coded design of ``y ~ C(side) + C(pair) [+ C(cpu)]`` as its formula would make
-    it (an intercept, each factor's levels past its first, columns named ``C(f)[T.level]``), built
-    directly: the formula parser cost more than the fit."""
-    columns = {"Intercept": np.ones(len(frame))}
-    for factor in factors:
-        values = frame[factor].astype(str).to_numpy()  # once: a pandas comparison per level cost most of a fit
+def _paired(rows: list[tuple]) -> tuple[list[tuple], dict]:
+    """The rows of pairs with both runs left (padded to side, pair, value, CPU, role) and each pair's
+    two rows. Plain lists, not a frame: the calibration study makes thousands of fits, and pandas'
+    overhead was most of each."""
+    rows = [tuple(r) + (None,) * (5 - len(r)) for r in rows]
+    members: dict = {}
+    for r in rows:
+        if r[2] is not None and math.isfinite(r[2]) and r[2] > 0:
+            members.setdefault(r[1], []).append(r)
+    pairs = {p: group for p, group in members.items() if len(group) == 2}
+    return [r for group in pairs.values() for r in group], pairs
+
+
+def _periods(kept: list[tuple], pairs: dict) -> dict[str, list[str]]:
+    """The crossover's period factor: the CPU where a pair's two runs had two (its pace, the CPUs
+    swapping every round); in turns, where a pair shares its CPUs, which side took the first turn (it
+    starts each case's loop on its own). Its interaction with the round is left in the residual: at
+    3-6 rounds it would cost as many degrees of freedom as the rounds."""
+    if all(r[3] is not None for r in kept) and any(len({x[3] for x in g}) > 1 for g in pairs.values()):
+        return {"cpu": [str(r[3]) for r in kept]}
+    if all(r[4] is not None for r in kept) and all(len({x[4] for x in g}) == 2 for g in pairs.values()):
+        return {"role": [str(r[4]) for r in kept]}
+    return {}
+
+
+def _design(columns: dict[str, list[str]], rows: int) -> pd.DataFrame:
+    """The treatment-coded design of ``y ~ C(side) + C(pair) [+ C(cpu)] [+ C(role)]`` as its formula
+    would make it (an intercept, each factor's levels past its first, columns named
+    ``C(f)[T.level]``), built directly: the formula parser cost more than the fit."""
+    design = {"Intercept": np.ones(rows)}
+    for factor, values in columns.items():
+        values = np.asarray(values)
         for level in sorted(set(values))[1:]:
-            columns[f"C({factor})[T.{level}]"] = (values == level).astype(float)
-    return pd.DataFrame(columns, index=frame.index)
+            design[f"C({factor})[T.{level}]"] = (values == level).astype(float)
+    return pd.DataFrame(design)
 
 
-def _components(frame: pd.DataFrame) -> dict[str, int]:
+def _components(pairs: list[list[str]]) -> dict[str, int]:
     """Sides joined by pairs: a contrast is estimable only between sides of one component."""
-    parent = {s: s for s in frame.side.unique()}
+    parent = {s: s for pair in pairs for s in pair}
 
     def root(s):
         while parent[s] != s:
             s = parent[s]
         return s
-    for _, members in frame.groupby("pair").side:
-        a, b = list(members)
+    for a, b in pairs:
         parent[root(a)] = root(b)
     roots = {}
-    return {s: roots.setdefault(root(s), len(roots)) for s in parent}
+    return {s: roots.setdefault(root(s), len(roots)) for s in sorted(parent)}
 
 
 def side_weights(f: Fit, coefficients: dict[str, float]) -> np.ndarray:

@@ -295,14 +295,15 @@ def has_interval(runs: int, confidence: float, paired: bool) -> bool:
     return order_index(runs, runs, confidence)[0] is not None
 
 
-def runs_needed(iv: RatioInterval, threshold: float, confidence: float, bias: float = 0.0,
+def runs_needed(iv: RatioInterval, threshold: float, confidence: float, bias_half: float = 0.0,
                 cap: int = 200) -> int | None:
     """Runs per side at which an interval of this spread would clear the threshold.
 
-    The interval's width shrinks about as 1/sqrt(runs); the estimate stays where
-    it is; ``bias`` (log scale: a turn-bias bound the interval is widened by) does not
-    shrink. None when the estimate sits within the bias of the threshold (no number of
-    runs decides)."""
+    The sampling part of the interval's half-width shrinks about as 1/sqrt(runs) about the
+    estimate; ``bias_half`` (log scale: the turn-bias correction's own share of the half-width,
+    its standard error times the quantile) does not shrink, and adds in quadrature. None when
+    the estimate sits within that share of the threshold (no number of runs in this design
+    decides)."""
     if iv.lower is None:
         # the count whose smallest order statistic reaches the confidence: pairs by the signed-rank
         # statistic (2 / 2^n), independent runs by the rank-sum one
@@ -310,12 +311,14 @@ def runs_needed(iv: RatioInterval, threshold: float, confidence: float, bias: fl
         while n <= cap and not has_interval(n, confidence, iv.method.startswith("signed-rank")):
             n += 1
         return n
-    distance = abs(math.log(iv.estimate / threshold)) - bias
-    half = math.log(iv.upper / iv.lower) / 2
-    if distance <= 0:
+    distance = abs(math.log(iv.estimate / threshold))
+    if distance <= bias_half:
         return None
+    half = math.log(iv.upper / iv.lower) / 2
+    # the sampling share of the half-width, and the distance it may take once the bias's share is in
+    sampling = math.sqrt(max(half ** 2 - bias_half ** 2, 0.0))
     n = max(iv.m, iv.n)
-    return runs_to_decide(half, distance, n, cap)
+    return runs_to_decide(sampling, math.sqrt(distance ** 2 - bias_half ** 2), n, cap)
 
 
 BOOTSTRAP_RESAMPLES = 4000
@@ -497,6 +500,23 @@ class BiasBound:
         """The largest bias the prediction interval allows, either way."""
         return max(abs(self.lower), abs(self.upper))
 
+    @property
+    def prediction_se(self) -> float:
+        """The standard error of ``mean`` as a prediction of one more case's (or candidate's) bias: the
+        spread between them and the mean's own error, in quadrature."""
+        return math.sqrt(self.between_sd ** 2 + self.mean_se ** 2)
+
+    @property
+    def df(self) -> int:
+        """The degrees of freedom of the prediction's t (Higgins, Thompson and Spiegelhalter: k - 2)."""
+        return self.cases - 2
+
+
+# a turn-bias correction takes the spread between (candidate, case)s at the Q-profile's median
+# (Viechtbauer's median-unbiased estimate), not at its 25% quantile as the bound did: a correction
+# needs the spread as it is, not its worst case (the calibration study: docs/statistics.md)
+PREDICTION_SPREAD_LEVEL = 0.5
+
 
 def bias_bound(estimates: list[float], ses: list[float], confidence: float = 0.90,
                spread_level: float = 0.25) -> BiasBound | None:
@@ -531,3 +551,63 @@ def bias_bound(estimates: list[float], ses: list[float], confidence: float = 0.9
     mean_se = float(1 / math.sqrt(w.sum()))
     half = float(stats.t.ppf(0.5 + confidence / 2, k - 2)) * math.sqrt(tau2 + mean_se ** 2)
     return BiasBound(mean, mean_se, math.sqrt(tau2), mean - half, mean + half, k, confidence)
+
+
+@dataclass(frozen=True)
+class Corrected:
+    """A ratio's interval with a known bias taken out: the estimate divided by exp(bias), each end's
+    distance from it the sampling error and the bias's prediction error in quadrature."""
+    lower: float
+    upper: float
+    estimate: float
+    df: float  # Welch-Satterthwaite's, of the two errors together
+
+
+def correct_bias(lower: float, upper: float, estimate: float, df: float, confidence: float,
+                 bias: float, bias_se: float, bias_df: float) -> Corrected:
+    """The interval [lower, upper] (at ``confidence``, around ``estimate``, its quantile Student's t on
+    ``df``: math.inf for a rank interval, read as normal) with the bias ``bias`` (log scale, the
+    design's ratio minus the ratio alone) subtracted and its standard error ``bias_se`` (on
+    ``bias_df``) added in quadrature to each end's own standard error: a correction, not a widening
+    by the bias's whole bound (which spends the width twice and lands a one-sided bias on one
+    verdict's side). Each end keeps its own distance (a rank interval need not be symmetric)."""
+    tail = 0.5 + confidence / 2
+    q = float(stats.t.ppf(tail, df)) if math.isfinite(df) else float(norm.ppf(tail))
+    centre = math.log(estimate)
+    ends = []
+    for end in (lower, upper):
+        v1 = (abs(math.log(end) - centre) / q) ** 2
+        v2 = bias_se ** 2
+        both = v1 + v2
+        df_eff = both ** 2 / ((v1 ** 2 / df if math.isfinite(df) else 0.0) + v2 ** 2 / bias_df) if both > 0 else math.inf
+        ends.append((math.sqrt(both), df_eff))
+    df_eff = min(d for _, d in ends)
+    q_eff = float(stats.t.ppf(tail, df_eff)) if math.isfinite(df_eff) else float(norm.ppf(tail))
+    shifted = centre - bias
+    return Corrected(math.exp(shifted - q_eff * ends[0][0]), math.exp(shifted + q_eff * ends[1][0]),
+                     math.exp(shifted), df_eff)
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """A random-effects summary of several cases' estimates: their mean with its interval."""
+    mean: float
+    lower: float
+    upper: float
+    between_sd: float
+    cases: int
+
+
+def pooled(estimates: list[float], ses: list[float], confidence: float) -> Pooled:
+    """The random-effects mean of ``estimates`` (each with its standard error) by statsmodels'
+    combine_effects (Paule-Mandel's spread between them), its interval the wider of the t interval
+    on k - 1 df and Hartung-Knapp-Sidik-Jonkman's: HKSJ alone narrows below the t interval where the
+    estimates agree more than their errors say (Roever et al. 2015's modification)."""
+    # statsmodels' meta-analysis pulls in its formula machinery: imported where a pooled row is made
+    from statsmodels.stats.meta_analysis import combine_effects  # noqa: PLC0415
+    found = combine_effects(np.asarray(estimates, float), np.square(np.asarray(ses, float)), method_re="iterated")
+    k = len(estimates)
+    se = max(float(found.sd_eff_w_re), float(np.sqrt(found.var_hksj_re)))
+    half = float(stats.t.ppf(0.5 + confidence / 2, k - 1)) * se
+    mean = float(found.mean_effect_re)
+    return Pooled(mean, mean - half, mean + half, float(np.sqrt(found.tau2)), k)

@@ -3,8 +3,12 @@ split over repeated looks, the rank test beside the gate's interval, the three-a
 equivalence test of additivity, and the dispersion rules (WIDE, DRIFT, TRANSIENT, MODES)."""
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
-from scipy.stats import mannwhitneyu
+from scipy import optimize
+from scipy.stats import mannwhitneyu, norm
 
 from mbaphases.stats import intervals
 
@@ -23,23 +27,81 @@ MODES_MIN_GAP = 0.1
 
 
 def split_confidence(confidence: float, looks: int) -> float:
-    """Bonferroni: the error 1 - confidence split evenly over ``looks`` planned decisions (or
-    looks at the data), so that all of them hold together at ``confidence``."""
+    """Bonferroni: the error 1 - confidence split evenly over ``looks`` planned decisions, so that
+    all of them hold together at ``confidence`` (the report's fallback where looks of several
+    batches are pooled, and find's bisection steps)."""
     return 1 - (1 - confidence) / looks
 
 
-def split_over_deciding_looks(confidence: float, sizes: list[int], can_decide) -> tuple[float, int]:
-    """Bonferroni over the looks that can decide: a look with too few runs for an interval at its
-    confidence decides nothing and spends no error. ``sizes``: the runs a side at each planned look;
-    ``can_decide(runs, confidence)``: whether the design's interval exists there. Returns the
-    per-look confidence and the count k the error is split over: the smallest k at which at most k
-    looks can give an interval at 1 - (1 - confidence) / k, so the looks that spend error spend at
-    most 1 - confidence together (k = every look always qualifies: the plain split)."""
-    for k in range(1, len(sizes) + 1):
-        per_look = split_confidence(confidence, k)
-        if sum(1 for n in sizes if can_decide(n, per_look)) <= k:
-            return per_look, k
-    return split_confidence(confidence, max(len(sizes), 1)), max(len(sizes), 1)
+SPENDING = "Lan-DeMets Pocock-type"
+
+
+def spent(error: float, fraction: np.ndarray) -> np.ndarray:
+    """Lan and DeMets' Pocock-type spending function: the error spent by information ``fraction``,
+    error x ln(1 + (e - 1) t). Pocock's shape spends early: a batch's time is set by how soon its
+    cases decide, most are far from the threshold and decide at the first look that can, and one at
+    the threshold decides at none (O'Brien-Fleming's shape saves its error for the last look)."""
+    return error * np.log1p((math.e - 1) * np.clip(fraction, 0.0, 1.0))
+
+
+def look_levels(confidence: float, information: list[float]) -> list[float]:
+    return list(_look_levels(float(confidence), tuple(float(x) for x in information)))
+
+
+@functools.cache
+def _look_levels(confidence: float, information: tuple[float, ...]) -> tuple[float, ...]:
+    """Per look, the confidence of its repeated confidence interval (Jennison and Turnbull), so that
+    every look's interval covers together at ``confidence``: the error is spent by information (runs a
+    side at the look over the last look's) along ``spent``, each look's boundary c_k solving
+    P(|Z_j| < c_j for j < k, |Z_k| >= c_k) = spent(t_k) - spent(t_{k-1}), the looks' estimates the
+    partial sums of independent increments (correlation sqrt(t_i / t_j)). The probabilities are
+    Armitage, McPherson and Rowe's recursive integration on a grid (deterministic; scipy's normal).
+    The looks' estimates are correlated about 0.9, so the levels sit well below Bonferroni's (three
+    looks at a nominal 90%: 0.929, 0.954, 0.956 against 0.967 each)."""
+    info = np.asarray(information, dtype=float) / float(information[-1])
+    spend = spent(1 - confidence, info)
+    grid = np.linspace(-8.0, 8.0, 2401)  # the partial sum S_k (its variance at most 1: the last look's)
+    step = grid[1] - grid[0]
+    density = None  # of S_{k-1} on the paths that have not crossed yet
+    levels = []
+    for k, t in enumerate(info):
+        budget = spend[k] - (spend[k - 1] if k else 0.0)
+        increment = t - (info[k - 1] if k else 0.0)
+        if k == 0:
+            c = float(norm.isf(budget / 2))
+        elif budget <= 0 or increment <= 0:
+            c = math.inf
+        else:
+            def excess(c, density=density, increment=increment, t=t, budget=budget):
+                edge = c * math.sqrt(t)
+                # P(|S_k| >= edge | S_{k-1} = u) for each grid point u, weighted by the density
+                far = norm.sf((edge - grid) / math.sqrt(increment)) + norm.cdf((-edge - grid) / math.sqrt(increment))
+                return float((density * far).sum() * step) - budget
+            c = float(optimize.brentq(excess, 0.1, 12.0, xtol=1e-9))
+        levels.append(float(2 * norm.cdf(c) - 1) if math.isfinite(c) else 1.0)
+        inside = np.abs(grid) < c * math.sqrt(t)
+        if k == 0:
+            density = norm.pdf(grid / math.sqrt(t)) / math.sqrt(t) * inside
+        else:
+            kernel = norm.pdf((grid[:, None] - grid[None, :]) / math.sqrt(increment)) / math.sqrt(increment)
+            density = (kernel @ density) * step * inside
+    return tuple(levels)
+
+
+def deciding_looks(confidence: float, sizes: list[int], can_decide) -> dict[int, float]:
+    """Look index -> its level, over the planned looks (``sizes``: runs a side at each) that can
+    decide at all: a look with too few runs for the design's interval at its level decides nothing
+    and spends no error, its share left to the looks after it. ``can_decide(runs, level)``: whether
+    the design's interval exists there."""
+    kept = list(range(len(sizes)))
+    while kept:
+        levels = look_levels(confidence, [sizes[i] for i in kept])
+        failing = [i for i, level in zip(kept, levels) if not can_decide(sizes[i], level)]
+        if not failing:
+            return dict(zip(kept, levels))
+        # the earliest first: without it the later looks' levels fall, and they may then decide
+        kept.remove(failing[0])
+    return {}
 
 
 def rank_test_p(b: np.ndarray, c: np.ndarray, threshold: float) -> float | None:

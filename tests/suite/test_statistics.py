@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 
 from mbaphases import analysis, cli, comparable, find, ledger, load, tables, turn_bias, until_decisive, views
+from mbaphases import gate as gate_mod
 from mbaphases.run import design
 from mbaphases.stats import blocks, components, intervals, rules
 
@@ -202,12 +203,13 @@ def duet_runs(tmp_path, name, values, pairs, share_cpu=False, end_wait=True, cpu
 
 @pytest.fixture
 def small_turn_bias(tmp_path, monkeypatch):
-    """A turn-bias bound of 1% for every class (the shipped bounds are measurements of one host; these
-    tests are about other rules of runs in turns)."""
-    path = tmp_path / "bounds.toml"
-    path.write_text('[[bound]]\nprofile = "any"\ncpu = "any"\ncpus = 1\nbound = 0.01\nmeasured = "test"\n')
-    monkeypatch.setattr(turn_bias, "BOUNDS_FILE", path)
-    return 0.01
+    """A turn bias of 0 with a 0.5% standard error for every class (the shipped corrections are
+    measurements of one host; these tests are about other rules of runs in turns)."""
+    path = tmp_path / "corrections.toml"
+    path.write_text('[[correction]]\nprofile = "any"\ncpu = "any"\ncpus = 1\nbaseline = "b"\ncandidate = "c"\n'
+                    'label = "c"\nbias = 0.0\nmean_se = 0.005\nse = 0.005\ndf = 12\nmeasured = "test"\n')
+    monkeypatch.setattr(turn_bias, "CORRECTIONS_FILE", path)
+    return 0.005
 
 
 def test_runs_on_fewer_cpus_than_the_profile_say_so_and_other_cpu_counts_are_never_compared(tmp_path, small_turn_bias):
@@ -243,18 +245,24 @@ def test_gate_decides_on_duet_pairs_and_shows_the_unpaired_view(tmp_path):
     g = analysis.build(b, c, threshold=0.90, min_runs=3).gate.iloc[0]
     assert "paired over 8 duet pairs" in g.note and "unpaired view" in g.note and "in turns" not in g.note
     assert g.gate == "PASS" and 0.93 < g.lower <= g.estimate <= g.upper < 0.97
-    # the same pairs in turns on one CPU: the same interval widened by the turn-bias bound (these runs
-    # name no profile: the largest bound on record, said in the note); runs of the first protocol (a
-    # side went on inside its partner's timed steps) decide nothing
+    # the same pairs in turns on one CPU: these runs name no profile nor CPU count, so no bias is
+    # corrected and the error of the largest correction on record is added in quadrature (said in the
+    # note): the estimate stays, both ends move out, by less than that error's whole 90% half-width
+    # on each side; runs of the first protocol (a side went on inside its partner's timed steps)
+    # decide nothing
     bt = load.load_raw_side("bt", duet_runs(tmp_path, "bt", base, pairs, share_cpu=True))
     ct = load.load_raw_side("ct", duet_runs(tmp_path, "ct", cand, pairs, share_cpu=True))
     rep = analysis.build(bt, ct, threshold=0.90, min_runs=3)
     gt = rep.gate.iloc[0]
-    bound = max(b.bound for b in turn_bias.bounds())
-    assert gt.lower == pytest.approx(g.lower * math.exp(-bound)) and gt.upper == pytest.approx(g.upper * math.exp(bound))
-    assert gt.estimate == g.estimate and gt.turn_bias == bound
-    assert "(each pair's two sides in turns on one slot)" in gt.note and "widened by the turn-bias bound" in gt.note
-    assert "the largest on record" in gt.note and "before a side waited" not in " ".join(rep.notes)
+    worst = max(turn_bias.corrections(), key=lambda c: c.bias ** 2 + c.se ** 2)
+    err = math.hypot(worst.bias, worst.se)
+    assert gt.turn_bias == 0 and gt.turn_bias_se == pytest.approx(err) and gt.estimate == pytest.approx(g.estimate)
+    assert gt.turn_bias_source == "none"
+    assert gt.lower < g.lower and gt.upper > g.upper and gt.coverage == 0.90
+    quantile = stats.t.ppf(0.95, worst.df)
+    assert math.log(g.lower / gt.lower) < quantile * err and math.log(gt.upper / g.upper) < quantile * err
+    assert "(each pair's two sides in turns on one slot)" in gt.note and "its error added in quadrature" in gt.note
+    assert "no turn bias studied for this candidate" in gt.note and "before a side waited" not in " ".join(rep.notes)
     bo = load.load_raw_side("bo", duet_runs(tmp_path, "bo", base, pairs, share_cpu=True, end_wait=False))
     old = analysis.build(bo, ct, threshold=0.90, min_runs=3)
     assert old.gate.iloc[0].gate == "MISSING"
@@ -380,7 +388,8 @@ def test_additivity_has_three_answers(tmp_path, combined_update_state, noise, ex
     assert add.additivity == expected, add.to_dict()
     assert add.method.startswith("stratified percentile bootstrap")
     assert add.interaction_lower_ms <= add.interaction_ms <= add.interaction_upper_ms
-    assert add.margin_ms == pytest.approx(0.1 * abs(add.measured_ms))
+    # the margin is set before the data: 5% of the reference's median active time
+    assert add.margin_ms == pytest.approx(0.05 * float(tables.attribution_parts(dev, CASE)["active"].median()))
     # the point is the resamples' median, near the measured change minus the sum of the single changes
     width = add.interaction_upper_ms - add.interaction_lower_ms
     assert abs(add.interaction_ms - (add.measured_ms - add.sum_of_parts_ms)) <= 0.25 * width + 1e-3
@@ -482,20 +491,21 @@ def test_the_error_split_over_planned_looks_is_bonferroni():
 
 
 def test_looks_too_small_for_an_interval_spend_no_error():
-    """Pairs at looks of 5..12 at a nominal 90%: split over all 8 looks each would be at 98.75%, where
-    5-7 pairs have no signed-rank interval (widest coverage 1 - 2 / 2^n); split over the 6 looks of
-    7-12 pairs, 98.33%, at which exactly those 6 can give one. The looks that can decide spend at most
-    the nominal error together, and the same plan with every look able to decide is the plain split."""
+    """Pairs at looks of 5..12 at a nominal 90%: 5 pairs have no signed-rank interval above 0.9375
+    (widest coverage 1 - 2 / 2^n), below the levels the spending plan gives, so that look decides
+    nothing and spends nothing: the levels are those of the plan over the 6..12 looks alone, and each
+    of those looks can give an interval at its level (6 pairs reach 0.969). With every look able to
+    decide, the plan over all 8."""
     sizes = list(range(5, 13))
-    confidence, counted = rules.split_over_deciding_looks(0.90, sizes,
-                                                          lambda n, c: intervals.has_interval(n, c, True))
-    assert counted == 6 and confidence == pytest.approx(1 - 0.10 / 6)
-    deciding = [n for n in sizes if intervals.has_interval(n, confidence, True)]
-    assert deciding == [7, 8, 9, 10, 11, 12] and len(deciding) * (1 - confidence) <= 0.10 + 1e-12
-    assert rules.split_over_deciding_looks(0.90, sizes, lambda n, c: True) == (pytest.approx(1 - 0.10 / 8), 8)
-    # no look can decide: one share, the nominal confidence (nothing is spent)
-    assert rules.split_over_deciding_looks(0.90, [1, 2], lambda n, c: intervals.has_interval(n, c, True)) == (
-        pytest.approx(0.90), 1)
+    deciding = rules.deciding_looks(0.90, sizes, lambda n, c: intervals.has_interval(n, c, True))
+    assert sorted(deciding) == [1, 2, 3, 4, 5, 6, 7]
+    assert list(deciding.values()) == pytest.approx(rules.look_levels(0.90, sizes[1:]))
+    assert not intervals.has_interval(5, min(deciding.values()), True)
+    assert all(intervals.has_interval(sizes[i], level, True) for i, level in deciding.items())
+    every = rules.deciding_looks(0.90, sizes, lambda n, c: True)
+    assert list(every.values()) == pytest.approx(rules.look_levels(0.90, sizes))
+    # no look can decide: nothing is spent
+    assert rules.deciding_looks(0.90, [1, 2], lambda n, c: intervals.has_interval(n, c, True)) == {}
     # the signed-rank count: 5 pairs reach 90% (1 - 2/32), not 98%; 7 do (1 - 2/128)
     assert intervals.has_interval(5, 0.90, True) and not intervals.has_interval(5, 0.98, True)
     assert intervals.has_interval(7, 0.98, True) and not intervals.has_interval(6, 0.98, True)
@@ -504,15 +514,17 @@ def test_looks_too_small_for_an_interval_spend_no_error():
 
 def test_a_batchs_looks_count_the_runs_it_pools_and_a_fitted_design_counts_every_look():
     until = until_decisive.plan({"gate": {}}, 5, 12, 30)
-    assert until["planned_looks"] == 8 and until["confidence"] == pytest.approx(1 - 0.10 / 8)
-    assert until_decisive.settle_looks(until, True, False, 0)["counted_looks"] == 6
+    assert until["planned_looks"] == 8 and until["levels"] == pytest.approx(rules.look_levels(0.90, list(range(5, 13))))
+    settled = until_decisive.settle_looks(until, True, False, 0)
+    assert settled["counted_looks"] == 7 and settled["levels"][0] is None
     # 4 earlier pairs: every look has 9+ pairs, each can decide
     pooled = until_decisive.settle_looks(until, True, False, 4)
-    assert pooled["counted_looks"] == 8 and pooled["confidence"] == pytest.approx(1 - 0.10 / 8)
+    assert pooled["counted_looks"] == 8 and pooled["levels"] == pytest.approx(rules.look_levels(0.90, list(range(9, 17))))
     assert until_decisive.settle_looks(until, True, True, 0)["counted_looks"] == 8
     assert until_decisive.settle_looks(until, False, False, 3)["counted_looks"] == 8
-    line = until_decisive.plan_line(until_decisive.settle_looks(until, True, False, 0))
-    assert "split over 6 of them" in line and "spend none" in line and "0.9833" in line
+    line = until_decisive.plan_line(settled)
+    assert "5 runs a side: none (too few)" in line and "Pocock-type" in line
+    assert f"12 runs a side at {settled['levels'][-1]:.4f}" in line
 
 
 def brute_mw_p_less(c, b):
@@ -769,25 +781,59 @@ def test_looks_are_counted_over_every_pooled_batch(tmp_path):
     assert until_decisive.stopping(records, [SimpleNamespace(batches={})], 0.90) == (0.90, [])
 
 
-def test_the_turn_bias_bound_applies_by_profile_and_host_class(tmp_path):
-    """A bound measured for the runs' profile, CPU and CPU count applies as measured; another class
-    gets the largest on record for as many CPUs a run, else the largest of all (and the note says
-    so); a bound the estimate lies within leaves no number of runs that decides."""
-    data = tmp_path / "bounds.toml"
-    data.write_text('[[bound]]\nprofile = "demo"\ncpu = "AMD EPYC"\ncpus = 2\nbound = 0.01\nmeasured = "x"\n'
-                    '[[bound]]\nprofile = "demo"\ncpu = "AMD EPYC"\ncpus = 1\nbound = 0.03\nmeasured = "y"\n')
-    known = turn_bias.bounds(data)
-    assert turn_bias.applying("demo", "AMD EPYC", 2, known) == (known[0], True)
-    found = turn_bias.applying("formal", "Intel Xeon", 2, known)
-    assert found == (known[0], False) and "the largest on record for as many CPUs" in turn_bias.note(found)
-    assert turn_bias.applying("formal", "Intel Xeon", 4, known) == (known[1], False)
-    assert turn_bias.applying("demo", "AMD EPYC", 2, []) is None
-    lower, upper = turn_bias.widen(0.95, 0.97, 0.01)
-    assert lower == pytest.approx(0.95 / math.exp(0.01)) and upper == pytest.approx(0.97 * math.exp(0.01))
+def test_the_turn_bias_correction_applies_by_class_and_candidate(tmp_path):
+    """A studied candidate of the runs' class gets its own correction; another candidate of a class with
+    fewer than three studied gets none but the error of the class's largest (bias and se in quadrature);
+    with three or more, the random-effects prediction across them; a class never studied, the largest
+    for as many CPUs a run, else of all. An estimate within the correction's own error of the threshold
+    leaves no number of runs that decides."""
+    def entry(cpus, candidate, bias, se):
+        return (f'[[correction]]\nprofile = "demo"\ncpu = "AMD EPYC"\ncpus = {cpus}\nbaseline = "b"\n'
+                f'candidate = "{candidate}"\nlabel = "{candidate}"\nbias = {bias}\nmean_se = {se}\nse = {se}\n'
+                'df = 5\nmeasured = "x"\n')
+    data = tmp_path / "corrections.toml"
+    data.write_text(entry(2, "next", -0.03, 0.01) + entry(2, "dev", 0.04, 0.015) + entry(1, "dev", 0.001, 0.004))
+    known = turn_bias.corrections(data)
+    own = turn_bias.applying("demo", "AMD EPYC", 2, "b", "next", known)
+    assert (own.how, own.bias, own.se, own.df) == ("studied", -0.03, 0.01, 5)
+    other = turn_bias.applying("demo", "AMD EPYC", 2, "b", "new", known)
+    assert other.how == "none" and other.bias == 0 and other.se == pytest.approx(math.hypot(0.04, 0.015))
+    assert "none corrected" in turn_bias.note(other, 0.9) and "this candidate's turn bias -3.0%" in turn_bias.note(own, 0.9)
+    elsewhere = turn_bias.applying("formal", "Intel Xeon", 1, "b", "dev", known)
+    assert elsewhere.how == "none" and elsewhere.se == pytest.approx(math.hypot(0.001, 0.004))
+    assert turn_bias.applying("formal", "Intel Xeon", 4, "b", "dev", known).se == pytest.approx(math.hypot(0.04, 0.015))
+    assert turn_bias.applying("demo", "AMD EPYC", 2, "b", "next", []) is None
+    # three studied candidates: the class's random-effects prediction for a fourth
+    data.write_text(entry(2, "next", -0.03, 0.01) + entry(2, "dev", 0.04, 0.015) + entry(2, "opt", 0.0, 0.01))
+    across = turn_bias.applying("demo", "AMD EPYC", 2, "b", "new", turn_bias.corrections(data))
+    expected = intervals.bias_bound([-0.03, 0.04, 0.0], [0.01, 0.015, 0.01], spread_level=0.5)
+    assert across.how == "class" and across.bias == pytest.approx(expected.mean)
+    assert across.se == pytest.approx(expected.prediction_se) and across.df == 1
     iv = intervals.RatioInterval(0.905, 0.915, 0.91, None, 0.9, 8, 8, 8, "signed-rank exact")
     assert intervals.runs_needed(iv, 0.90, 0.90) is not None
-    assert intervals.runs_needed(iv, 0.90, 0.90, bias=0.02) is None  # 0.91 is within 2% of 0.90
-    assert turn_bias.bounds()  # the bounds shipped with the suite parse
+    assert intervals.runs_needed(iv, 0.90, 0.90, bias_half=0.02) is None  # 0.91 is within 2% of 0.90
+    assert turn_bias.corrections()  # the corrections shipped with the suite parse
+
+
+def test_a_corrected_interval_subtracts_the_bias_and_adds_its_error_in_quadrature():
+    """Against an independent computation: a t interval (10 df) of a log ratio, a bias of -3% with a 2%
+    standard error on 12 df. The corrected centre is the estimate less the bias; each end's distance is
+    Welch-Satterthwaite's t times the two standard errors in quadrature, narrower than the old widening
+    by the bias's whole bound and wider than the interval alone. A rank interval (asymmetric, normal)
+    keeps each end's own distance."""
+    est, se1, df1, bias, se2, df2 = math.log(0.95), 0.015, 10, -0.03, 0.02, 12
+    q1 = stats.t.ppf(0.95, df1)
+    lo, hi = math.exp(est - q1 * se1), math.exp(est + q1 * se1)
+    got = intervals.correct_bias(lo, hi, math.exp(est), df1, 0.90, bias, se2, df2)
+    v = se1 ** 2 + se2 ** 2
+    df = v ** 2 / (se1 ** 4 / df1 + se2 ** 4 / df2)
+    half = stats.t.ppf(0.95, df) * math.sqrt(v)
+    assert got.estimate == pytest.approx(math.exp(est - bias)) and got.df == pytest.approx(df)
+    assert (got.lower, got.upper) == (pytest.approx(math.exp(est - bias - half)), pytest.approx(math.exp(est - bias + half)))
+    widened = q1 * se1 + abs(bias) + stats.t.ppf(0.95, df2) * se2
+    assert q1 * se1 < half < widened
+    rank = intervals.correct_bias(0.90, 1.00, 0.93, math.inf, 0.90, 0.0, 0.01, 12)
+    assert math.log(0.93 / rank.lower) < math.log(rank.upper / 0.93)
 
 
 def test_the_turn_bias_bound_is_a_random_effects_prediction_interval():
@@ -812,33 +858,43 @@ def test_the_turn_bias_bound_is_a_random_effects_prediction_interval():
     assert intervals.bias_bound([0.01, 0.02], [0.01, 0.01]) is None
 
 
-def test_each_shipped_turn_bias_bound_is_the_one_its_study_gives(root):
-    """turn_bias.toml keeps each bound with the study it came from: recomputed from that JSON, the same."""
-    shipped = turn_bias.bounds()
-    assert shipped and all(b.data for b in shipped)
-    for b in shipped:
-        studies = [json.loads((root / path).read_text()) for path in b.data]
-        assert all(study["cpus"] == b.cpus for study in studies), b
-        (found,) = [x for x in turn_bias.bounds_from([d for study in studies for d in study["differences"]])
-                    if x["turn_ms"] == 25.0]
-        assert round(found["bound"], 3) == b.bound, (b, found)
+def test_each_shipped_turn_bias_correction_is_the_one_its_studies_give(root):
+    """turn_bias.toml keeps each correction with the studies it came from: recomputed from that JSON,
+    the same; every study of an entry measured its candidate (by commit where it recorded one) at its
+    CPU count; each class with a study has MBA dev and MBA next studied."""
+    shipped = turn_bias.corrections()
+    assert shipped and all(c.data for c in shipped)
+    for c in shipped:
+        studies = [json.loads((root / path).read_text()) for path in c.data]
+        assert all(study["cpus"] == c.cpus for study in studies), c
+        assert all(study.get("candidate_sha", c.candidate) == c.candidate and
+                   study.get("baseline_sha", c.baseline) == c.baseline for study in studies), c
+        assert len({study["candidate"] for study in studies}) == 1, c
+        found = turn_bias.correction_from(studies)
+        assert (round(found.mean, 4), round(found.mean_se, 4), round(found.prediction_se, 4), found.df) == (
+            c.bias, c.mean_se, c.se, c.df), (c, found)
+    for cpus in {c.cpus for c in shipped}:
+        assert {c.label for c in shipped if c.cpus == cpus} >= {"MBA dev", "MBA next"}, cpus
 
 
 def test_a_case_measured_in_two_studies_counts_once_with_both_estimates_combined():
     one = [{"case": c, "turn_ms": 25.0, "pairs": 6, "log_difference": x, "se": 0.02}
            for c, x in zip("abcde", [-0.01, 0.0, 0.01, -0.02, 0.02])]
     again = [{**d, "se": 0.04, "log_difference": d["log_difference"] + 0.01} for d in one]
-    (both,) = turn_bias.bounds_from(one + again)
-    (alone,) = turn_bias.bounds_from(one)
-    assert both["cases"] == alone["cases"] == 5
+    both = turn_bias.correction_from([{"candidate": "x", "differences": one}, {"candidate": "x", "differences": again}])
+    alone = turn_bias.correction_from([{"candidate": "x", "differences": one}])
+    assert both.cases == alone.cases == 5
     # each case's estimate moves a fifth of the way to the other study's (weights 4 : 1)
-    assert both["mean"] == pytest.approx(alone["mean"] + 0.01 / 5)
+    assert both.mean == pytest.approx(alone.mean + 0.01 / 5)
+    # another candidate's study of the same cases: ten (candidate, case)s
+    other = turn_bias.correction_from([{"candidate": "x", "differences": one}, {"candidate": "y", "differences": again}])
+    assert other.cases == 10 and other.df == 8
 
 
-def test_a_case_within_the_turn_bias_bound_of_the_threshold_asks_for_runs_alone(tmp_path, small_turn_bias):
-    """Pairs in turns 0.5% above the threshold, tightly: the interval widened by the bound contains the
-    threshold, and no number of pairs in turns would decide it; the report says to run alone (and
-    does not count runs it has none for)."""
+def test_a_case_within_the_turn_bias_error_of_the_threshold_asks_for_runs_alone(tmp_path, small_turn_bias):
+    """Pairs in turns 0.5% above the threshold, tightly: the interval with the correction's error in
+    quadrature (0.5% se, 90%: about 0.8%) contains the threshold, and no number of pairs in turns would
+    decide it; the report says to run alone (and does not count runs it has none for)."""
     host = [1.0, 0.8, 1.25, 0.9, 1.1, 0.85, 1.2, 0.95]
     pairs = [f"B/r{k + 1}p1" for k in range(len(host))]
     b = load.load_raw_side("b", duet_runs(tmp_path, "b", [1000 * h for h in host], pairs, share_cpu=True))
@@ -846,5 +902,80 @@ def test_a_case_within_the_turn_bias_bound_of_the_threshold_asks_for_runs_alone(
                                           pairs, share_cpu=True))
     rep = analysis.build(b, c, threshold=0.90, min_runs=3)
     g = rep.gate.iloc[0]
-    assert g.gate == "INCONCLUSIVE" and g.runs_needed is None and "within the turn-bias bound" in g.note
+    assert g.gate == "INCONCLUSIVE" and g.runs_needed is None and "within the turn-bias correction's own error" in g.note
     assert "runs alone (`--design solo`)" in views.decision_block(rep)
+
+
+def test_the_looks_spend_the_error_by_the_spending_function():
+    """Three looks at 3, 4 and 5 runs a side at a nominal 90%: against an independent simulation of the
+    looks' estimates (partial sums of independent normal increments, one a run), every look's
+    interval at its level covers together at 90% (within the simulation's error), each look spends
+    what the Pocock-type function allots it, and the levels sit below Bonferroni's 0.9667 each."""
+    levels = rules.look_levels(0.90, [3, 4, 5])
+    assert all(level < 1 - 0.10 / 3 for level in levels) and levels[0] < levels[1] < levels[2]
+    rng = np.random.default_rng(7)
+    runs = rng.normal(size=(200_000, 5)).cumsum(axis=1)
+    z = runs[:, [2, 3, 4]] / np.sqrt([3, 4, 5])  # each look's standardized estimate under no change
+    crossed = np.abs(z) > stats.norm.ppf(0.5 + np.array(levels) / 2)
+    first = np.where(crossed.any(axis=1), crossed.argmax(axis=1), -1)
+    spent = rules.spent(0.10, np.array([3, 4, 5]) / 5)
+    for k in range(3):
+        share = (first == k).mean()
+        assert abs(share - (spent[k] - (spent[k - 1] if k else 0))) < 0.003, (k, share)
+    assert abs(crossed.any(axis=1).mean() - 0.10) < 0.003
+    # a look that cannot decide (too few pairs for a signed-rank interval at its level) spends nothing:
+    # 3 and 4 pairs reach at most 0.75 and 0.875, so the last look (5 pairs: 0.9375) spends it all
+    deciding = rules.deciding_looks(0.90, [3, 4, 5], lambda n, level: intervals.has_interval(n, level, True))
+    assert deciding == {2: pytest.approx(0.90)}
+
+
+def test_a_batch_of_looks_is_reported_at_the_level_of_the_look_it_stopped_at(tmp_path):
+    """One until-decisive batch with a spending plan: the report decides at the level of the look the
+    batch stopped at; several batches pooled: Bonferroni over all their looks."""
+    until = until_decisive.plan({}, 3, 5, 30)
+    assert until["levels"] == pytest.approx(rules.look_levels(0.90, [3, 4, 5]))
+    path = tmp_path / "B1.json"
+    path.write_text(json.dumps({"batch": "B1", "looks": 2, "until_decisive": until}))
+    confidence, notes = until_decisive.stopping([str(path)], [SimpleNamespace(batches={"r1": "B1"})], 0.90)
+    assert confidence == pytest.approx(until["levels"][1]) and "look 2" in notes[-1]
+    assert "spent over the looks" in until_decisive.plan_line(until)
+
+
+def test_the_candidates_verdict_has_a_stated_error_over_its_cases():
+    """A candidate FAILs only where a case FAILs at the family's level (Bonferroni over the cases), and
+    PASSes only where every case PASSes; the rule says both errors."""
+    rows = [{"case": c, "gate": g, "lower": 0.8} for c, g in (("a", "FAIL"), ("b", "PASS"), ("c", "PASS"))]
+    assert gate_mod.family_confidence(0.90, rows) == pytest.approx(1 - 0.10 / 3)
+    at_family = [{**r, "gate": "INCONCLUSIVE" if r["case"] == "a" else r["gate"]} for r in rows]
+    assert gate_mod.verdict(rows, at_family) == "INCONCLUSIVE"
+    assert gate_mod.verdict(rows, rows) == "FAIL"
+    assert gate_mod.verdict([{**r, "gate": "PASS"} for r in rows], rows) == "PASS"
+    assert gate_mod.verdict([*rows, {"case": "d", "gate": "MISSING", "lower": None}], rows) == "INCOMPLETE"
+    rule = gate_mod.verdict_rule(0.90, 1 - 0.10 / 7, 7)
+    assert "a false PASS at most 5%" in rule and "a false FAIL at most 5%" in rule and "98.57%" in rule
+
+
+def test_a_false_overall_fail_stays_within_its_error_when_every_case_sits_at_the_threshold():
+    """Seven independent cases exactly at the threshold, each a t interval on 8 df: at each case's own
+    90%, "FAIL if any case FAILs" fails about 30% of the candidates; at the family's level, at most 5%."""
+    rng = np.random.default_rng(11)
+    n, cases, df = 20_000, 7, 8
+    estimates = rng.standard_t(df, size=(n, cases))  # in standard errors about the threshold
+    own = (estimates + stats.t.ppf(0.95, df) < 0).any(axis=1).mean()
+    family = (estimates + stats.t.ppf(1 - 0.05 / cases, df) < 0).any(axis=1).mean()
+    assert own > 0.25 and family <= 0.05 + 0.004
+
+
+def test_additivity_is_pooled_over_the_cases_against_the_share_margin():
+    """Cases whose interactions agree within their errors: the pooled row is their inverse-variance mean
+    (no spread between them), its interval the wider of t on k - 1 df and HKSJ's, and it decides where no
+    case alone can; against an independent weighted mean."""
+    shares, ses = [0.01, 0.02, 0.0, 0.015, 0.005, 0.012, 0.008], [0.03] * 7
+    found = intervals.pooled(shares, ses, 0.90)
+    w = 1 / np.square(ses)
+    mean = float((w * shares).sum() / w.sum())
+    assert found.mean == pytest.approx(mean) and found.between_sd == pytest.approx(0, abs=1e-9)
+    half_t = stats.t.ppf(0.95, 6) * math.sqrt(1 / w.sum())
+    assert found.upper - found.mean >= half_t - 1e-12 and found.cases == 7
+    # each case alone spans +-4.9%: beyond the 5% margin; pooled, inside it
+    assert stats.t.ppf(0.95, 8) * 0.03 > 0.05 - 0.02 and -0.05 < found.lower < found.upper < 0.05

@@ -124,12 +124,12 @@ def test_until_decisive_adds_rounds_then_stops_at_max_runs_or_budget(tmp_path):
     rec = json.loads(recs[0].read_text())
     assert rec["runs_per_side"] == 2 and rec["looks"] == 2 and rec["until_decisive"]["planned_looks"] == 2
     # pairs in turns: one or two pairs give no signed-rank interval at any usual confidence, so
-    # neither look can decide and the error is not split (one share)
-    assert rec["until_decisive"]["counted_looks"] == 1 and rec["until_decisive"]["confidence"] == pytest.approx(0.90)
-    assert "the 10% error split over 1 of them (the looks too small" in r.stdout
+    # neither look can decide and no error is spent
+    assert rec["until_decisive"]["counted_looks"] == 0 and rec["until_decisive"]["confidence"] == pytest.approx(0.90)
+    assert "1 runs a side: none (too few), 2 runs a side: none (too few)" in r.stdout
     rep = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--machine", "ud", "--min-runs", "2")
     md = (tmp_path / "rep" / "report.md").read_text()
-    assert "2 look(s) taken of 2 planned, the error split over 1 (the looks too small" in md, rep.stderr
+    assert "2 look(s) taken of 2 planned, the error spent over 0 (the looks too small" in md, rep.stderr
     assert "90% interval" in md
     r = run_mbaphases(suite, "run", "--profile", "tiny", "--python", sys.executable, "--machine", "ud2",
                       "--until-decisive", "--max-runs", "5", "--budget-min", "0.001")
