@@ -253,6 +253,6 @@ def verdict_rule(confidence: float, family: float, cases: int) -> str:
     """The verdict's rule and its error, in words (every report and summary.json say it)."""
     error = (1 - confidence) / 2
     return (f"the candidate PASSes when every case PASSes at {confidence:.0%} (intersection-union: a false PASS at "
-            f"most {error:.0%}); it FAILs when some case's {family:.2%} interval (Bonferroni over the {cases} cases "
-            f"with an interval) lies below the threshold (a false FAIL at most {error:.0%}, whatever the cases' "
+            f"most {error:.1%}); it FAILs when some case's {family:.2%} interval (Bonferroni over the {cases} cases "
+            f"with an interval) lies below the threshold (a false FAIL at most {error:.1%}, whatever the cases' "
             "dependence); otherwise INCONCLUSIVE")

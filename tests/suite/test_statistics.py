@@ -952,7 +952,7 @@ def test_the_candidates_verdict_has_a_stated_error_over_its_cases():
     assert gate_mod.verdict([{**r, "gate": "PASS"} for r in rows], rows) == "PASS"
     assert gate_mod.verdict([*rows, {"case": "d", "gate": "MISSING", "lower": None}], rows) == "INCOMPLETE"
     rule = gate_mod.verdict_rule(0.90, 1 - 0.10 / 7, 7)
-    assert "a false PASS at most 5%" in rule and "a false FAIL at most 5%" in rule and "98.57%" in rule
+    assert "a false PASS at most 5.0%" in rule and "a false FAIL at most 5.0%" in rule and "98.57%" in rule
 
 
 def test_a_false_overall_fail_stays_within_its_error_when_every_case_sits_at_the_threshold():
