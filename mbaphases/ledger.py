@@ -77,7 +77,7 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
         thr = tables.throughput_table(ref, cnd, cases).set_index("case")
         att = tables.attribution_changes(ref, cnd, cases, confidence).set_index("case")
         for case in cases:
-            row = {"candidate": cand.label, "case": case, "ratio": thr.loc[case, "ratio"]}
+            row = {"candidate": cand.label, "case": case, "ratio": thr.loc[case, "ratio"], "confidence": confidence}
             a = att.loc[case] if case in att.index else pd.Series(dtype=object)
             row["active_ms_reference"] = a.get("active_ms_baseline")
             # the active time's own change; the sum of the parts' median changes is what additivity adds up
@@ -224,7 +224,7 @@ def _fitted_interaction(involved: list[Side], reference_parts: pd.DataFrame, fit
     if found is None:
         return None
     return {"sum_of_parts_ms": found.sum_of_parts, "measured_ms": found.measured, "interaction_ms": found.estimate,
-            "interaction_lower_ms": found.lower, "interaction_upper_ms": found.upper,
+            "interaction_lower_ms": found.lower, "interaction_upper_ms": found.upper, "df": found.df,
             "method": f"intra-block fit of the active time (t on {found.df:.0f} df)"}
 
 

@@ -682,7 +682,8 @@ def test_the_intra_block_interval_covers_as_stated_in_round_robin_aa_batches():
     assert outside / trials <= 0.14 and below / trials <= 0.08, (outside, below)
 
 
-def round_robin_phase_sides(tmp_path, phases: dict[str, dict], rounds: int, seed: int, noise: float) -> dict:
+def round_robin_phase_sides(tmp_path, phases: dict[str, dict], rounds: int, seed: int, noise: float,
+                            cases: tuple[str, ...] = (CASE,)) -> dict:
     """Raw runs of sides in round-robin duets (the runner's schedule), each slot's pace x0.7 to x1.3 on
     every phase of both its runs and ``noise`` (log) of a run's own; loaded as sides."""
     rng = np.random.default_rng(seed)
@@ -692,7 +693,7 @@ def round_robin_phase_sides(tmp_path, phases: dict[str, dict], rounds: int, seed
             slot = rng.uniform(0.7, 1.3)
             for s in (x, y):
                 pace = slot * math.exp(rng.normal(0, noise))
-                doc = E.doc([E.case_result(CASE, **{k: v * pace for k, v in phases[s].items()})])
+                doc = E.doc([E.case_result(case, **{k: v * pace for k, v in phases[s].items()}) for case in cases])
                 stem = tmp_path / f"{s}_{r}_{p}"
                 paths[s].append(E.write(Path(f"{stem}.json"), doc))
                 Path(f"{stem}.meta.json").write_text(json.dumps({"batch": "B", "duet": {"pair": f"B/r{r + 1}p{p + 1}"}}))
@@ -762,6 +763,29 @@ def test_additivity_of_round_robin_sides_is_a_contrast_of_the_pairs_fit(tmp_path
     assert add.additivity == "adds up", add.to_dict()
     blind = ledger.additivity_table(sides["dev"], others, {"both": ["a", "b"]}, [CASE], 0.90).iloc[0]
     assert blind.method.startswith("stratified percentile bootstrap") and blind.additivity == "undetermined"
+
+
+def test_additivity_pools_the_cases_in_a_row_of_its_own(tmp_path):
+    """Three cases of the same four round-robin sides (each run's pace the same in its cases): a row per
+    case against 5% of the reference's active time, then a pooled row of the cases' interactions as
+    shares of it, from the cases' own intervals (recomputed here with intervals.pooled)."""
+    phases = {"dev": BASE, "a": {**BASE, "physics": 5.0, "step_core": 5.5, "env_step": 8.0},
+              "b": {**BASE, "update_state": 0.5, "env_step": 8.5},
+              "both": {**BASE, "physics": 5.0, "step_core": 5.5, "update_state": 0.5, "env_step": 7.5}}
+    cases = ("sac/g1_walk_flat/mujoco", "sac/g1_walk_flat/motrix", "flashsac/g1_walk_flat/mujoco")
+    sides = round_robin_phase_sides(tmp_path, phases, rounds=9, seed=4, noise=0.005, cases=cases)
+    others = {k: v for k, v in sides.items() if k != "dev"}
+    table = ledger.additivity_table(sides["dev"], others, {"both": ["a", "b"]}, list(cases), 0.90,
+                                    fits=ledger.part_fits(list(sides.values())))
+    assert list(table.case) == [*cases, ledger.POOLED]
+    per_case, pooled = table.iloc[:3], table.iloc[3]
+    assert (per_case.margin_ms == 0.05 * per_case.active_ms_reference).all()
+    q = stats.t.ppf(0.95, per_case["df"].to_numpy(dtype=float))
+    ses = (per_case.interaction_upper_ms - per_case.interaction_lower_ms) / 2 / q / per_case.active_ms_reference
+    again = intervals.pooled(list(per_case.interaction_ms / per_case.active_ms_reference), list(ses), 0.90)
+    assert (pooled.interaction_share_lower, pooled.interaction_share_upper) == (pytest.approx(again.lower),
+                                                                                 pytest.approx(again.upper))
+    assert pooled.cases == 3 and pooled.margin_share == 0.05 and pooled.additivity == "adds up", pooled.to_dict()
 
 
 def test_looks_are_counted_over_every_pooled_batch(tmp_path):
