@@ -309,6 +309,22 @@ def _schedule_rows(rng, levels: dict[str, float], biases: dict[str, float], roun
 METHODS = ("corrected", "widened by the bound", "uncorrected")
 
 
+def _looks_of_a_batch(rng, levels: dict[str, float], cases: int) -> tuple[intervals.BiasBound, list[dict]]:
+    """One generated batch on the main job's schedule: the turn-bias study its gate is corrected by, and
+    at each look (LOOKS) the fits of its ``cases`` cases sharing each side's noisiness (as a report's)."""
+    found = bias_study(rng)
+    per_case = [_schedule_rows(rng, levels, {s: (0.0 if s == "s0" else BIAS + rng.normal(0, BIAS_BETWEEN))
+                                             for s in levels}, LOOKS[-1]) for _ in range(cases)]
+    fits_at = []
+    for runs in LOOKS:
+        fits = {k: blocks.fit([r for r in rows if int(r[1][1:].split("p")[0]) < runs])
+                for k, rows in enumerate(per_case)}
+        fits = {k: f for k, f in fits.items() if f is not None}
+        blocks.share_noisiness(fits)
+        fits_at.append(fits)
+    return found, fits_at
+
+
 def _gated(ct: blocks.Contrast, level: float, found: intervals.BiasBound, method: str) -> tuple[float, float, float]:
     """The gate's interval of one look by ``method``: the turn bias corrected (the suite's), the
     interval widened by the bias's whole bound on both sides (the suite's rule before), or as fitted."""
@@ -328,19 +344,10 @@ def runner_schedule(rng, datasets: int, confidence: float, truth: float = TRUE_R
     case's gate stopping at the look that decides it. Per data set, per method (METHODS): the interval
     of the look it stopped at and that look's level."""
     levels_of_looks = rules.look_levels(confidence, list(LOOKS))
-    names = [f"s{k}" for k in range(sides)]
-    levels = {s: (math.log(truth) if s == "s1" else 0.0) for s in names}
+    levels = {f"s{k}": (math.log(truth) if k == 1 else 0.0) for k in range(sides)}
     for _ in range(datasets):
-        found = bias_study(rng)
-        per_case = [_schedule_rows(rng, levels, {s: (0.0 if s == "s0" else BIAS + rng.normal(0, BIAS_BETWEEN))
-                                                  for s in names}, LOOKS[-1]) for _ in range(cases)]
-        looks = []
-        for runs in LOOKS:
-            fits = {k: blocks.fit([r for r in rows if int(r[1][1:].split("p")[0]) < runs])
-                    for k, rows in enumerate(per_case)}
-            fits = {k: f for k, f in fits.items() if f is not None}
-            blocks.share_noisiness(fits)
-            looks.append(fits.get(0))
+        found, fits_at = _looks_of_a_batch(rng, levels, cases)
+        looks = [fits.get(0) for fits in fits_at]
         out = {}
         for method in METHODS:
             chosen = None
@@ -361,18 +368,9 @@ def overall_aa(rng, datasets: int, confidence: float, cases: int = 7, sides: int
     1 - (1 - level) / cases, gate.verdict) and by the rule before it (any case FAILs at its own level),
     stopping at the look where the candidate is decided."""
     levels_of_looks = rules.look_levels(confidence, list(LOOKS))
-    names = [f"s{k}" for k in range(sides)]
-    levels = dict.fromkeys(names, 0.0)
+    levels = {f"s{k}": 0.0 for k in range(sides)}
     for _ in range(datasets):
-        found = bias_study(rng)
-        per_case = [_schedule_rows(rng, levels, {s: (0.0 if s == "s0" else BIAS + rng.normal(0, BIAS_BETWEEN))
-                                                  for s in names}, LOOKS[-1]) for _ in range(cases)]
-        fits_at = []
-        for runs in LOOKS:
-            fits = {k: blocks.fit([r for r in rows if int(r[1][1:].split("p")[0]) < runs])
-                    for k, rows in enumerate(per_case)}
-            blocks.share_noisiness(fits)
-            fits_at.append(fits)
+        found, fits_at = _looks_of_a_batch(rng, levels, cases)
         verdicts = {}
         for rule in ("family", "each case"):
             verdict = "INCONCLUSIVE"
