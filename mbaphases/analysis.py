@@ -110,8 +110,7 @@ def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int 
                                     block_fits=duet.fits if duet else None)
     for row, at_family in zip(gate_rows, family_rows):
         row.update(family_confidence=family_level, family_gate=at_family["gate"])
-    counted = sum(1 for r in gate_rows if r.get("lower") is not None and r["gate"] not in ("MISSING", "MISALIGNED"))
-    notes.append("verdict: " + gate_mod.verdict_rule(confidence, family_level, counted))
+    notes.append("verdict: " + gate_mod.verdict_rule(confidence, family_level, gate_mod.cases_with_interval(gate_rows)))
     att, family = tables.attribution_table(b, c, cases, confidence, min_share)
     functions, flames = profiles.compare(b, c, att, cases)
     return Report(b, c, cases, thr, tables.phase_table(b, c, cases), att, disp,

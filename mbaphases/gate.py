@@ -37,8 +37,6 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from scipy import stats
-
 from mbaphases import comparable, inputs, turn_bias
 from mbaphases.errors import UsageError
 from mbaphases.side import Side
@@ -213,11 +211,9 @@ def _turn_bias(iv: intervals.RatioInterval, row: dict, b: Side, c: Side, run_b, 
         return iv, row
     fixed = intervals.correct_bias(iv.lower, iv.upper, iv.estimate, df, confidence, corr.bias, corr.se, corr.df)
     iv = dataclasses.replace(iv, lower=fixed.lower, upper=fixed.upper, estimate=fixed.estimate)
-    quantile = float(stats.t.ppf(0.5 + confidence / 2, fixed.df)) if math.isfinite(fixed.df) else \
-        float(stats.norm.ppf(0.5 + confidence / 2))
     row.update(lower=fixed.lower, upper=fixed.upper, estimate=fixed.estimate, smallest_detectable_change=iv.half_width,
-               coverage=confidence, turn_bias=corr.bias, turn_bias_se=corr.se, turn_bias_half=quantile * corr.se,
-               turn_bias_source=corr.how,
+               coverage=confidence, turn_bias=corr.bias, turn_bias_se=corr.se, turn_bias_source=corr.how,
+               turn_bias_half=intervals.quantile(confidence, fixed.df) * corr.se,
                before_turn_bias={"lower": row["lower"], "upper": row["upper"], "estimate": row["estimate"]},
                method=f"{row['method']}, turn bias {corr.bias:+.4f} corrected (se {corr.se:.4f} in quadrature)",
                note=((row.get("note") or "") + turn_bias.note(corr, confidence)).removeprefix("; "))
@@ -227,8 +223,12 @@ def _turn_bias(iv: intervals.RatioInterval, row: dict, b: Side, c: Side, run_b, 
 def family_confidence(confidence: float, rows: list[dict]) -> float:
     """The level at which a case's FAIL speaks for the whole candidate: Bonferroni over the cases that
     have an interval, so that "FAIL if any case FAILs" errs at most (1 - confidence) / 2 together."""
-    cases = sum(1 for r in rows if r.get("lower") is not None and r["gate"] not in ("MISSING", "MISALIGNED"))
-    return 1 - (1 - confidence) / max(cases, 1)
+    return 1 - (1 - confidence) / max(cases_with_interval(rows), 1)
+
+
+def cases_with_interval(rows: list[dict]) -> int:
+    """The cases a candidate's verdict is over: those with an interval, neither MISSING nor MISALIGNED."""
+    return sum(1 for r in rows if r.get("lower") is not None and r["gate"] not in ("MISSING", "MISALIGNED"))
 
 
 def verdict(rows: list[dict], family_rows: list[dict] | None = None) -> str:

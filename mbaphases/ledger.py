@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from mbaphases import comparable, tables
 from mbaphases.side import Side
@@ -198,9 +197,7 @@ def _pooled_interaction(rows: list[tuple[dict, int]], confidence: float, margin_
         return None
     effect, ses = [], []
     for r, _ in usable:
-        df = r.get("df")
-        tail = 0.5 + confidence / 2
-        q = float(stats.t.ppf(tail, df)) if df and np.isfinite(df) else float(stats.norm.ppf(tail))
+        q = intervals.quantile(confidence, r.get("df"))
         effect.append(r["interaction_ms"] / r["active_ms_reference"])
         ses.append((r["interaction_upper_ms"] - r["interaction_lower_ms"]) / 2 / q / r["active_ms_reference"])
     found = intervals.pooled(effect, ses, confidence)

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from scipy import stats
 
+from mbaphases import turns
 from mbaphases.stats import intervals
 
 CORRECTIONS_FILE = Path(__file__).with_name("turn_bias.toml")
-TURN_MS = 25.0  # the turn length the suite's runs take (mbaphases.turns.DEFAULT_TURN_MS)
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def _se(d: dict) -> float | None:
     return (d["upper"] - d["lower"]) / (2 * float(stats.t.ppf(0.95, d["pairs"] - 1)))
 
 
-def correction_from(studies: list[dict], turn_ms: float = TURN_MS) -> intervals.BiasBound | None:
+def correction_from(studies: list[dict], turn_ms: float = turns.DEFAULT_TURN_MS) -> intervals.BiasBound | None:
     """The random-effects prediction from studies' JSON (scripts/turn_bias.py --json, each naming its
     candidate): every (candidate, case) is one true bias; where several studies measured it, their
     estimates combine by inverse variance first. Then the (candidate, case)s' weighted mean with the

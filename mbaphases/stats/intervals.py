@@ -553,6 +553,12 @@ def bias_bound(estimates: list[float], ses: list[float], confidence: float = 0.9
     return BiasBound(mean, mean_se, math.sqrt(tau2), mean - half, mean + half, k, confidence)
 
 
+def quantile(confidence: float, df: float | None) -> float:
+    """Student's t quantile of a two-sided interval at ``confidence`` on ``df`` (None or math.inf: a rank
+    or normal interval, the normal quantile, which scipy's t gives at infinite df)."""
+    return float(stats.t.ppf(0.5 + confidence / 2, math.inf if df is None else df))
+
+
 @dataclass(frozen=True)
 class Corrected:
     """A ratio's interval with a known bias taken out: the estimate divided by exp(bias), each end's
@@ -571,8 +577,7 @@ def correct_bias(lower: float, upper: float, estimate: float, df: float, confide
     ``bias_df``) added in quadrature to each end's own standard error: a correction, not a widening
     by the bias's whole bound (which spends the width twice and lands a one-sided bias on one
     verdict's side). Each end keeps its own distance (a rank interval need not be symmetric)."""
-    tail = 0.5 + confidence / 2
-    q = float(stats.t.ppf(tail, df)) if math.isfinite(df) else float(norm.ppf(tail))
+    q = quantile(confidence, df)
     centre = math.log(estimate)
     ends = []
     for end in (lower, upper):
@@ -582,7 +587,7 @@ def correct_bias(lower: float, upper: float, estimate: float, df: float, confide
         df_eff = both ** 2 / ((v1 ** 2 / df if math.isfinite(df) else 0.0) + v2 ** 2 / bias_df) if both > 0 else math.inf
         ends.append((math.sqrt(both), df_eff))
     df_eff = min(d for _, d in ends)
-    q_eff = float(stats.t.ppf(tail, df_eff)) if math.isfinite(df_eff) else float(norm.ppf(tail))
+    q_eff = quantile(confidence, df_eff)
     shifted = centre - bias
     return Corrected(math.exp(shifted - q_eff * ends[0][0]), math.exp(shifted + q_eff * ends[1][0]),
                      math.exp(shifted), df_eff)
@@ -608,6 +613,6 @@ def pooled(estimates: list[float], ses: list[float], confidence: float) -> Poole
     found = combine_effects(np.asarray(estimates, float), np.square(np.asarray(ses, float)), method_re="iterated")
     k = len(estimates)
     se = max(float(found.sd_eff_w_re), float(np.sqrt(found.var_hksj_re)))
-    half = float(stats.t.ppf(0.5 + confidence / 2, k - 1)) * se
+    half = quantile(confidence, k - 1) * se
     mean = float(found.mean_effect_re)
     return Pooled(mean, mean - half, mean + half, float(np.sqrt(found.tau2)), k)
