@@ -16,7 +16,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from mbaphases.stats import blocks, intervals, rules
 
@@ -266,7 +265,6 @@ BIAS_BETWEEN = 0.01  # the spread of the true biases between (candidate, case)s
 FIRST = 0.01  # what taking the first turn is worth (the fit's position term takes it out)
 DRIFT = 0.02  # the host's drift a round, shared by a pair's two runs
 LOOKS = (3, 4, 5)  # runs a side at the looks of the main job (rounds 3 to 5)
-THRESHOLD = 0.90
 
 
 def bias_study(rng, candidates: int = 2, cases: int = 7, slots: int = 6,
@@ -287,7 +285,7 @@ def turn_bias_prediction(rng, datasets: int, confidence: float, between: float =
     for _ in range(datasets):
         found = bias_study(rng)
         truth = BIAS + rng.normal(0, between)
-        half = float(stats.t.ppf(0.5 + confidence / 2, found.df)) * found.prediction_se
+        half = intervals.quantile(confidence, found.df) * found.prediction_se
         yield found.mean - half, found.mean + half, found.mean, truth
 
 
@@ -337,8 +335,8 @@ def _gated(ct: blocks.Contrast, level: float, found: intervals.BiasBound, method
     return ct.lower, ct.upper, ct.estimate
 
 
-def runner_schedule(rng, datasets: int, confidence: float, truth: float = TRUE_RATIO, threshold: float = THRESHOLD,
-                    cases: int = 2, sides: int = 6):
+def runner_schedule(rng, datasets: int, confidence: float, truth: float = TRUE_RATIO,
+                    threshold: float = rules.DEFAULT_THRESHOLD, cases: int = 2, sides: int = 6):
     """The main job's program on generated data: 6 sides in round-robin pairs in turns, a turn bias in
     every candidate's runs, a look after rounds 3, 4 and 5 at the spending plan's levels, the first
     case's gate stopping at the look that decides it. Per data set, per method (METHODS): the interval
@@ -394,7 +392,8 @@ def schedule_rows(datasets: int, confidence: float, seed: int) -> list[Row]:
     look's interval, against that look's level; A/A at threshold 1: the FAIL share), and the
     candidate's overall verdict in A/A over 7 cases."""
     rows = []
-    for k, (scenario, truth, threshold) in enumerate((("main job's looks, turn bias -3.5%", TRUE_RATIO, THRESHOLD),
+    for k, (scenario, truth, threshold) in enumerate((("main job's looks, turn bias -3.5%", TRUE_RATIO,
+                                                       rules.DEFAULT_THRESHOLD),
                                                       ("A/A at threshold 1, turn bias -3.5%", 1.0, 1.0))):
         draws = list(runner_schedule(np.random.default_rng([seed, 100 + k]), datasets, confidence, truth, threshold))
         for method in METHODS:
