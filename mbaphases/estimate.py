@@ -40,11 +40,13 @@ def _setup_from_runs(machine_dir: Path, record: dict) -> float:
 
 
 def text(batches_dir: Path, plan: str, runs_per_round: int, cases: int, rounds: int, max_rounds: int | None,
-         profile_functions: bool) -> str:
+         profile_functions: bool, profiled_after_verdicts: bool = False) -> str:
     """One line: the plan (sides, cases, runs, profiles) and its expected wall time, or why there is
     no estimate yet."""
+    profiles = (", after the verdicts one profiled run per case a candidate FAILs, of it and of the baseline"
+                if profiled_after_verdicts else ", one profiled run per side and case")
     plan = (plan + (f" (up to {max_rounds} while a case is open)" if max_rounds and max_rounds > rounds else "")
-            + (", one profiled run per side and case" if profile_functions else ""))
+            + (profiles if profile_functions else ""))
     rates = seconds_per_case_run(batches_dir, profile_functions)
     if not rates:
         return (f"{plan}; no earlier batch of this machine and profile on this host, so no estimate yet "

@@ -158,11 +158,10 @@ def flagged_sides(sides: list[dict], metas: list[dict]) -> list[dict]:
     return [x for x in sides if x["role"] == "baseline" or x["sha"] in disturbed]
 
 
-def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict,
-              out) -> list[tuple[str, str, int | None]]:
-    """(candidate, case, runs a side the gate says it needs) still INCONCLUSIVE, at the confidence
-    per planned look; compared as the report compares them (per hardware, inside the batches both
-    sides ran in, round-robin duet sides through every side's pairs)."""
+def gate_rows(conf_path: Path, pins: dict, sides: list[dict], machine: str, threshold: float,
+              confidence: float) -> dict[str, list[dict]]:
+    """Each candidate's gate rows at ``confidence``, compared as the report compares them (per
+    hardware, inside the batches both sides ran in, round-robin duet sides through every side's pairs)."""
     conf = inputs.load_asv_conf(conf_path)
     results_dir = conf_path.parent / conf.get("results_dir", "results")
     repo = conf_path.parent / conf["repo"]
@@ -174,8 +173,25 @@ def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, unti
         fits = comparable.block_fits([unit.baseline, *unit.candidates])
         for cand, side in zip(sides[1:], unit.candidates):
             paired_base, paired, _ = comparable.pair(unit.baseline, side)
-            rows_of[cand["label"]] += gate_mod.evaluate(paired_base, paired, pins["cases"], until["threshold"], 1,
-                                                        {}, confidence=until["confidence"], block_fits=fits)
+            rows_of[cand["label"]] += gate_mod.evaluate(paired_base, paired, pins["cases"], threshold, 1,
+                                                        {}, confidence=confidence, block_fits=fits)
+    return rows_of
+
+
+def failed_cases(conf_path: Path, pins: dict, sides: list[dict], machine: str, threshold: float,
+                 confidence: float) -> dict[str, list[str]]:
+    """candidate -> the cases its gate FAILs at ``confidence``: the decided slowdowns a function
+    profile has to explain."""
+    rows_of = gate_rows(conf_path, pins, sides, machine, threshold, confidence)
+    return {label: list(dict.fromkeys(r["case"] for r in rows if r["gate"] == "FAIL"))
+            for label, rows in rows_of.items()}
+
+
+def undecided(conf_path: Path, pins: dict, sides: list[dict], machine: str, until: dict,
+              out) -> list[tuple[str, str, int | None]]:
+    """(candidate, case, runs a side the gate says it needs) still INCONCLUSIVE, at the confidence
+    per planned look."""
+    rows_of = gate_rows(conf_path, pins, sides, machine, until["threshold"], until["confidence"])
     open_cases, seen = [], set()
     for cand in sides[1:]:
         for row in rows_of[cand["label"]]:

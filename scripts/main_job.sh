@@ -16,8 +16,8 @@ set +e
 # 3 runs a side, then a look after every round from the third (the error spent over the looks by
 # the Lan-DeMets Pocock-type function, the levels printed in the plan) and one more round for the
 # sides still open, up to 5, or one replacement round for runs another process disturbed (the budget
-# counts from the batch's start, so it must outlast the pinned rounds); one profiled run per side and
-# case, outside the measured runs, for the function table. Pairs in turns: each pair's two sides on one slot of the
+# counts from the batch's start, so it must outlast the pinned rounds); after the verdicts, one profiled
+# run per case a candidate FAILs, of it and of the baseline, for the function table. Pairs in turns: each pair's two sides on one slot of the
 # profile's CPUs (the demo's two, where the host has them; one on a one-CPU runner, said in the plan),
 # their collector loops taking turns between steps, outside the timed parts, so a slowdown of those
 # CPUs hits both alike; every side once a round (round-robin) (docs/noise.md). --resume: after an

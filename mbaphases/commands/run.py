@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
     r.add_argument("--sides", default=None, help="comma list of side labels to run (the baseline always runs)")
     r.add_argument("--profile-functions", action="store_true", default=None,
                    help="one extra entry run per side and case under py-spy, outside the measured runs, for the "
-                        "report's function table and flame graphs (default: pins 'profile_functions', off)")
+                        "report's function table and flame graphs; in turns, after the verdicts and only of the "
+                        "cases a candidate FAILs, for it and the baseline (default: pins 'profile_functions', off)")
     r.add_argument("--until-decisive", action="store_true",
                    help="after the pinned runs, add interleaved rounds while a case is INCONCLUSIVE")
     r.add_argument("--max-runs", type=int, default=10, help="with --until-decisive: most runs per side (default 10)")

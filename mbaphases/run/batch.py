@@ -191,7 +191,7 @@ def _plan(b: Batch) -> dict | None:
     if b.until_decisive:
         say(until_mod.plan_line(b.until_decisive))
     say(estimate.text(b.machine_dir / "batches", plan, 2 * len(pairs) if design.paired else len(b.sides), len(cases),
-                      b.runs, max_runs, b.profile_functions))
+                      b.runs, max_runs, b.profile_functions, design.share_cpu))
     # where this machine's earlier runs of the design put the variance, and the steps and rounds
     # that reach the target at the least machine time
     allocated = allocation.plan(b.machine_dir, pins["active_profile"],
@@ -240,18 +240,41 @@ def _start_record(b: Batch, conf_path: Path, machine: str, allocated: dict | Non
 
 
 def _rounds(b: Batch, order: list[str], count: int, first: int, tag: str, skip: set[str] = frozenset()) -> int:
-    """``count`` rounds of the sides ``order`` from round ``first``. In turns the function profiles
-    wait for the rounds' end (a pair's two profiles would share its slot while another slot could sit
-    idle), then run a side a slot."""
+    """``count`` rounds of the sides ``order`` from round ``first``."""
     if not b.design.paired:
         return b.executor.run_solo(order, count, tag)
     among = [x for x in b.sides if x["sha"] in order]
-    code = b.executor.run_pairs(b.design, lambda k: b.pairs_of(k, among), count, first, skip,
+    return b.executor.run_pairs(b.design, lambda k: b.pairs_of(k, among), count, first, skip,
                                 len(b.record["attempts"]) - 1)
-    if b.design.share_cpu and b.profile_functions:
-        failed = b.executor.profile_sides(among, b.machine_dir)
-        b.record.setdefault("profile_failures", []).extend(failed)
-    return code
+
+
+def _profile_decided(b: Batch) -> None:
+    """In turns the function profiles run after the verdicts (a pair's two profiles would share its
+    slot, so they run a side a slot, apart from the rounds), and only where they explain a decided
+    change: the cases a candidate FAILs, for it and for the baseline it is compared with. A PASS or an
+    open case has no slowdown to explain; the profiles of every side and case cost about as much
+    as three rounds of the demo's pairs."""
+    if isinstance(b.executor, blocks.FleetExecutor):  # it says why it profiles nothing
+        b.executor.profile_sides([], b.machine_dir, {})
+        return
+    until = b.until_decisive
+    level = until_mod.level_at(until, b.record.get("looks", 1)) if until else None
+    gate = b.pins.get("gate", {})
+    failed = until_mod.failed_cases(b.executor.conf_path, b.pins, b.sides, b.machine_dir.name,
+                                    float(gate.get("threshold", rules.DEFAULT_THRESHOLD)),
+                                    level or (until or {}).get("nominal_confidence")
+                                    or float(gate.get("confidence", rules.DEFAULT_CONFIDENCE)))
+    cases_of = {x["sha"]: failed[x["label"]] for x in b.sides[1:] if failed.get(x["label"])}
+    if cases_of:
+        every = set().union(*cases_of.values())
+        cases_of[b.sides[0]["sha"]] = [c for c in b.pins["cases"] if c in every]
+    b.record["profiled_cases"] = {x["label"]: cases_of.get(x["sha"], []) for x in b.sides}
+    if not cases_of:
+        print("[profile] no candidate FAILs a case: no function profiles (they explain a decided slowdown)",
+              file=b.out, flush=True)
+        return
+    failures = b.executor.profile_sides([x for x in b.sides if x["sha"] in cases_of], b.machine_dir, cases_of)
+    b.record.setdefault("profile_failures", []).extend(failures)
 
 
 def _run(b: Batch, progress_file: Path, names: dict, resume_hint: str) -> int:
@@ -269,6 +292,8 @@ def _run(b: Batch, progress_file: Path, names: dict, resume_hint: str) -> int:
             rc = _pinned_rounds(b, shas, done)
             if b.until_decisive is not None:
                 rc = _until_decisive_rounds(b, done, runs_by_side, progress, rc)
+            if b.design.share_cpu and b.profile_functions:
+                _profile_decided(b)
     except KeyboardInterrupt as e:
         # every process the batch started has been ended (mbaphases.processes) before this line
         why = f" by {e}" if isinstance(e, processes.Interrupted) else ""

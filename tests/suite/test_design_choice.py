@@ -116,5 +116,5 @@ def test_the_deadline_starts_no_unit_that_would_end_late_and_no_profiles_after_i
     ex.unit_seconds = [10.0, 120.0, 130.0]
     assert ex.late_by() > 0 and not ex.fits("pair r3p1") and not ex.fits("pair r4p1", 2)
     assert ex.not_started == 3 and out.getvalue().count("[deadline] not starting") == 1
-    assert ex.profile_sides([{"sha": "a" * 40, "label": "x"}], tmp_path) == []
+    assert ex.profile_sides([{"sha": "a" * 40, "label": "x"}], tmp_path, {"a" * 40: ["case"]}) == []
     assert "no function profiles" in out.getvalue()

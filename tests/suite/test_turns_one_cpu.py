@@ -25,26 +25,47 @@ def test_pairs_in_turns_on_one_cpu_say_the_profile_asked_more(suite, tmp_path):
     pairs_in_turns_on(suite, tmp_path / "rep", min(os.sched_getaffinity(0)))
 
 
-def test_the_demo_entries_share_a_cpu_in_turns_and_are_profiled_after_the_rounds(suite, tmp_path):
+def test_the_demo_entries_share_a_cpu_in_turns_and_are_profiled_after_the_verdicts(suite, tmp_path):
     """--duet-share-cpu on the demo target (the A/A's sides): each pair on one CPU, every case of
     every run measured in turns with its partner; the function profiles run after the last round,
-    never beside a measured run."""
-    p = run_mbaphases(suite, "run", "--duet-share-cpu", "--profile", "tiny", "--runs", "2", "--profile-functions",
-                      "--machine", "sharebox")
+    never beside a measured run, and only for the cases a candidate FAILs (here every case: the
+    gate's threshold raised to 20x, which an A/A cannot clear; 3 runs a side, the fewest that give an
+    interval) and the baseline's same cases."""
+    pins = (suite / "pins.toml").read_text()
+    assert "threshold = 0.90" in pins
+    (suite / "pins-fail.toml").write_text(pins.replace("threshold = 0.90", "threshold = 20.0"))
+    p = run_mbaphases(suite, "run", "--duet-share-cpu", "--profile", "tiny", "--runs", "3", "--profile-functions",
+                      "--machine", "sharebox", "--pins", "pins-fail.toml")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     machine = suite / "raw-runs" / "sharebox"
     metas = [json.loads(m.read_text()) for m in machine.glob("*/run*.meta.json")]
-    assert len(metas) == 4
+    assert len(metas) == 6
     for m in metas:
         assert m["duet"]["share_cpu"] and not m["failed_cases"], m["failed_cases"]
         doc = json.loads((machine / m["commit"] / f"run{m['run']}.json").read_text())
         assert doc["provenance"]["turns"]["role"] == m["duet"]["role"]
         assert [r["turns"]["partner_met"] for r in doc["results"]] == [True] * len(CASES)
     records = [json.loads(r.read_text()) for r in machine.glob("*/profile/*/profile.json")]
-    assert len(records) == 2, "each side profiled once"
+    assert len(records) == 2, p.stdout[-3000:]
     for r in records:
+        assert sorted(r["cases"]) == sorted(CASES), r["cases"]
         assert all(row.get("returncode") == 0 for row in r["cases"].values()), r["cases"]
         assert r["started"] >= max(m["ended"] for m in metas), "profiles run after the measured rounds"
+    (batch,) = [json.loads(b.read_text()) for b in (machine / "batches").glob("*.json")]
+    assert sorted(map(sorted, batch["profiled_cases"].values())) == [sorted(CASES)] * 2, batch["profiled_cases"]
+
+
+def test_in_turns_no_candidate_failing_means_no_function_profiles(suite, tmp_path):
+    """Two runs a side in turns give no interval, so no case is decided and no candidate FAILs one:
+    no profile is taken, and the batch says so."""
+    p = run_mbaphases(suite, "run", "--duet-share-cpu", "--profile", "tiny", "--runs", "2", "--profile-functions",
+                      "--machine", "sharebox-pass")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "[profile] no candidate FAILs a case: no function profiles" in p.stdout, p.stdout[-3000:]
+    machine = suite / "raw-runs" / "sharebox-pass"
+    assert not list(machine.glob("*/profile/*/profile.json"))
+    (batch,) = [json.loads(b.read_text()) for b in (machine / "batches").glob("*.json")]
+    assert set(map(len, batch["profiled_cases"].values())) == {0}, batch["profiled_cases"]
 
 
 def test_sharing_a_cpu_needs_an_entry_that_takes_turns(tmp_path):

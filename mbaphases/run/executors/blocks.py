@@ -369,7 +369,7 @@ class FleetExecutor:
     def run_solo(self, shas, rounds, tag) -> int:
         raise UsageError("--fleet runs pair blocks: --design turns")
 
-    def profile_sides(self, sides, machine_dir) -> list:
+    def profile_sides(self, sides, machine_dir, cases_of) -> list:
         self.say("[fleet] no function profiles on a fleet: `mbaphases run --profile-functions` on one machine")
         return []
 

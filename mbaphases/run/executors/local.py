@@ -233,11 +233,12 @@ class LocalExecutor:
                 **({"MBAPHASES_DUET_SHARE_CPU": "1"} if design.share_cpu else {})}, cpus=slot, into=procs)
             started.append((proc, barrier, role))
 
-    def profile_sides(self, sides: list[dict], machine_dir: Path) -> list[dict]:
+    def profile_sides(self, sides: list[dict], machine_dir: Path, cases_of: dict[str, list[str]]) -> list[dict]:
         """The function profiles of the sides not yet profiled in this batch, each alone on one slot, as
-        many at once as there are slots; no measured run is running meanwhile. Returns the profiling
-        processes that failed: a profile's failure is no measured run's, so it leaves the runs' status
-        alone (a case the profiler could not run is recorded in its profile.json, as in a run)."""
+        many at once as there are slots; no measured run is running meanwhile; each side's cases those
+        ``cases_of`` its SHA names. Returns the profiling processes that failed: a profile's failure is
+        no measured run's, so it leaves the runs' status alone (a case the profiler could not run is
+        recorded in its profile.json, as in a run)."""
         todo = [x for x in sides if not (machine_dir / x["sha"] / "profile" / self.batch / "profile.json").exists()]
         if not todo:
             return []
@@ -252,10 +253,13 @@ class LocalExecutor:
             wave = todo[i:i + len(slots)]
             try:
                 for slot, x in zip(slots, wave):
-                    self.say(f"[profile] CPU {','.join(map(str, slot))}: {self.names[x['sha']]}")
+                    cases = cases_of[x["sha"]]
+                    self.say(f"[profile] CPU {','.join(map(str, slot))}: {self.names[x['sha']]} "
+                             f"({len(cases)} case{'s' if len(cases) != 1 else ''})")
                     cmd = [self.pythons[x["sha"]], "-c", "from benchmarks._target import profile_side; profile_side()"]
                     processes.start(cmd, self.suite_dir, {
-                        **self.env, "MBAPHASES_TARGET_DIR": str(trees / x["sha"]), "MBAPHASES_COMMIT": x["sha"]},
+                        **self.env, "MBAPHASES_TARGET_DIR": str(trees / x["sha"]), "MBAPHASES_COMMIT": x["sha"],
+                        "MBAPHASES_CASES": ",".join(cases)},
                         cpus=slot, into=started)
             except BaseException:
                 processes.end_all(started)
