@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     """0/1 are verdicts only: bad input is 2, an internal error 3 (traceback in a log file)."""
     try:
         # SIGTERM and SIGHUP take Ctrl-C's path: staged outputs are discarded, children ended
-        with processes.terminate_as_interrupt():
+        with processes.terminate_as_interrupt(), processes.relayed_stdout():
             args = build_parser().parse_args(argv)
             return args.handler(args)
     except UsageError as e:

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
+import stat as file_stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -172,3 +175,63 @@ def watch() -> None:
 
 if __name__ == "__main__":
     watch()
+
+
+RELAY_JOIN_S = 10.0  # at the command's end, the most the relay may take to pass on what is left
+
+
+@contextlib.contextmanager
+def relayed_stdout():
+    """Where stdout is a pipe, every write of the command and of its children (asv, the entries)
+    goes through a relay thread, so that a reader which stops early (``| head``) ends the copying,
+    never a run: asv writing into a closed pipe would fail its runs. The rest of the output is
+    dropped (said once on stderr) and the command goes on to its own end and exit status."""
+    try:
+        piped = file_stat.S_ISFIFO(os.fstat(1).st_mode)
+    except OSError:
+        piped = False
+    if not piped:
+        yield
+        return
+    sys.stdout.flush()
+    reader = os.dup(1)
+    r, w = os.pipe()
+    os.dup2(w, 1)
+    os.close(w)
+
+    ended = threading.Event()
+
+    def relay() -> None:
+        open_ = True
+        while True:
+            # once the command has ended, what is left in the pipe is passed on and the relay stops
+            # (a process the command did not end may still hold the pipe: no waiting for its end)
+            if not select.select([r], [], [], 0.1)[0]:
+                if ended.is_set():
+                    break
+                continue
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            view = memoryview(chunk)
+            while open_ and view:
+                try:
+                    view = view[os.write(reader, view):]
+                except OSError:  # EPIPE: the reader is gone
+                    open_ = False
+                    with contextlib.suppress(OSError):
+                        os.write(2, b"the output's reader closed it: the rest of the output is dropped; the command "
+                                    b"goes on to its end (its files and exit status as usual)\n")
+        os.close(r)
+
+    thread = threading.Thread(target=relay, name="stdout-relay", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(reader, 1)  # the command's own write end of the relay's pipe closes here
+        ended.set()
+        thread.join(RELAY_JOIN_S)
+        os.close(reader)

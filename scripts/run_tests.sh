@@ -22,8 +22,10 @@ ruff check .
 # then, alone, the tests that need two CPUs at once (marked two_cpus).
 # Exit 5 (no test selected) fails only when neither part selected one.
 streams=0 pairs=0
-python -m pytest -n "$(nproc)" --dist loadfile --no-loadscope-reorder "$@" || streams=$?
-python -m pytest --two-cpus-only "$@" || pairs=$?
+# the streams' order is theirs (longest files first, tests/conftest.py): random order is a check of its
+# own (scripts/random_order.sh)
+python -m pytest -p no:randomly -n "$(nproc)" --dist loadfile --no-loadscope-reorder "$@" || streams=$?
+python -m pytest -p no:randomly --two-cpus-only "$@" || pairs=$?
 if [ "$streams" -eq 5 ] && [ "$pairs" -eq 5 ]; then exit 5; fi
 for status in "$streams" "$pairs"; do
     if [ "$status" -ne 0 ] && [ "$status" -ne 5 ]; then exit "$status"; fi

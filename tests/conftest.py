@@ -44,10 +44,26 @@ def pytest_addoption(parser):
                      help="run only the tests marked two_cpus (after the one-CPU streams, scripts/run_tests.sh)")
 
 
+# a test's time limit (pytest-timeout): its file's slow seconds (the whole file's length in a one-CPU
+# stream) times this factor, at least the floor; past it the test is hung, and fails naming itself
+# instead of running into CI's cap
+TIMEOUT_FACTOR = 5
+TIMEOUT_FLOOR_S = 300
+
+
+def time_limit(item) -> float:
+    slow = item.get_closest_marker("slow")
+    return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * (slow.kwargs.get("seconds", 0) if slow is not None else 0))
+
+
 def pytest_collection_modifyitems(config, items):
-    """A one-CPU stream leaves the tests that need two CPUs (pairs across CPUs, a cluster of nodes) to the
-    run after it; --two-cpus-only is that run. The streams take the longest files first (the slow
-    marker's seconds): they end together when the short files fill the gaps at the end."""
+    """Every test gets its time limit (one it sets itself stays). A one-CPU stream leaves the tests that
+    need two CPUs (pairs across CPUs, a cluster of nodes) to the run after it; --two-cpus-only is that
+    run. The streams take the longest files first (the slow marker's seconds): they end together when
+    the short files fill the gaps at the end."""
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(time_limit(item)))
     streams = getattr(config, "workerinput", None) is not None
     only = config.getoption("--two-cpus-only")
     if not (streams or only):

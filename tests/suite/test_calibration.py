@@ -17,6 +17,7 @@ import entry_docs as E
 import numpy as np
 import pandas as pd
 import pytest
+from test_suite_asv import summary_of
 
 from mbaphases import cli
 from mbaphases.stats import blocks, calibration
@@ -131,13 +132,15 @@ def test_the_script_writes_a_table_that_parses(tmp_path):
 
 def estimates_outside(report_dir: Path) -> list[str]:
     """Every (point, lower, upper) a report prints, in its JSON and CSV files: those whose point lies
-    outside its interval."""
-    found = []
+    outside its interval, or that lack one (a NaN, an empty cell, a missing column); and a report
+    with nothing to check is a finding too."""
+    found, checked = [], []
 
     def check(where, point, lower, upper):
+        checked.append(where)
         if any(x is None or x != x for x in (point, lower, upper)):
-            return
-        if not lower - 1e-9 <= point <= upper + 1e-9:
+            found.append(f"{where}: no interval ({point} [{lower}, {upper}])")
+        elif not lower - 1e-9 <= point <= upper + 1e-9:
             found.append(f"{where}: {point} [{lower}, {upper}]")
     for path in sorted(report_dir.rglob("summary.json")):
         for case in json.loads(path.read_text()).get("cases", []):
@@ -153,12 +156,14 @@ def estimates_outside(report_dir: Path) -> list[str]:
                        ("additivity.csv", ("interaction",))):
         for path in sorted(report_dir.rglob(name)):
             table = pd.read_csv(path)
+            found += [f"{path}: no column {k}_{x}" for k in keys for x in ("ms", "lower_ms", "upper_ms")
+                      if f"{k}_{x}" not in table]
             for _, row in table.iterrows():
                 for k in keys:
                     if f"{k}_lower_ms" in table:
                         check(f"{path} {row.get('candidate', row.get('combined'))} {row.case} {k}",
                               row[f"{k}_ms"], row[f"{k}_lower_ms"], row[f"{k}_upper_ms"])
-    return found
+    return found if checked else [f"{report_dir}: no estimate with an interval found"]
 
 
 def paired_raw_runs(tmp_path: Path, seed: int, pairs: int = 7) -> tuple[list[str], list[str]]:
@@ -191,7 +196,7 @@ def test_every_printed_estimate_lies_inside_its_interval(tmp_path, seed):
     the shares have a width."""
     b, c = paired_raw_runs(tmp_path, seed)
     out = tmp_path / "report"
-    assert cli.main(["report", "--out", str(out), "--baseline-raw", *b, "--candidate-raw", *c, "--quiet"]) in (0, 1)
+    summary_of(cli.main(["report", "--out", str(out), "--baseline-raw", *b, "--candidate-raw", *c, "--quiet"]), out)
     assert estimates_outside(out) == []
     physics = json.loads((out / "summary.json").read_text())["cases"][0]["attribution"]["physics"]
     assert physics["share_upper"] > physics["share_lower"]

@@ -63,6 +63,37 @@ def make_suite(tmp: Path, candidate_ref: str) -> Path:
     return suite
 
 
+def summary_of(proc, out_dir) -> dict:
+    """The report's summary.json, after checking that the command exited with its verdict's code (0:
+    PASS, 1: any other verdict; ``proc`` a finished process or cli.main's return): where a test's
+    input leaves the verdict open, the exit must still say the verdict the report wrote."""
+    summary = json.loads((Path(out_dir) / "summary.json").read_text())
+    code = getattr(proc, "returncode", proc)
+    assert code == (0 if summary["verdict"] == "PASS" else 1), (code, summary["verdict"],
+                                                               getattr(proc, "stderr", "")[-2000:])
+    return summary
+
+
+def classes_of(proc, out_dir) -> dict:
+    """classes.json of a fleet batch's report (one report per hardware class), after checking its
+    exit: 0 only where every class's report PASSes, each class's summary read from its folder."""
+    doc = json.loads((Path(out_dir) / "classes.json").read_text())
+    machines = {c["machine"] for cand in doc["candidates"] for c in cand["classes"]}
+    verdicts = [json.loads((Path(out_dir) / m / "summary.json").read_text())["verdict"] for m in machines]
+    assert machines and proc.returncode == (0 if set(verdicts) == {"PASS"} else 1), (proc.returncode, verdicts,
+                                                                                  proc.stderr[-2000:])
+    return doc
+
+
+def found_of(proc, machine_dir) -> dict:
+    """The newest search record of `mbaphases find`, after checking its exit says its answer (0: the
+    commit found, 1: none named)."""
+    search = json.loads(sorted((Path(machine_dir) / "find").glob("*.json"))[-1].read_text())
+    assert proc.returncode == (0 if search["found"] is not None else 1), (proc.returncode, search["verdict"],
+                                                                         proc.stdout[-2000:] + proc.stderr[-2000:])
+    return search
+
+
 def run_mbaphases(suite, *args, env=None, timeout=1500):
     return subprocess.run([sys.executable, "-m", "mbaphases.cli", *args], cwd=suite, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock"), **(env or {})})
@@ -232,12 +263,11 @@ def test_ab_of_two_refs_runs_reports_and_keeps_the_pins_it_used(ab):
     p = run_mbaphases(suite, "ab", "main", "mba-dev", "--repo", "demo-target", "--profile", "tiny", "--runs", "1",
                       "--cases", "sac/g1_walk_flat/mujoco", "--python", sys.executable, "--machine", "abbox",
                       "--out", str(out))
-    assert p.returncode in (0, 1), p.stdout[-3000:] + p.stderr[-3000:]
+    summary = summary_of(p, out)
     pins_file = out / "pins.ab-main-vs-mba-dev.toml"
     pins = tomllib.loads(pins_file.read_text())
     assert pins["baseline"] == {"ref": "main", "label": "main"} and pins["candidates"][0]["ref"] == "mba-dev"
     assert pins["profile"] == "tiny" and pins["cases"] == ["sac/g1_walk_flat/mujoco"] and pins["runs"] == 1
-    summary = json.loads((out / "summary.json").read_text())
     assert summary["candidate"]["revision"] == shas["mba-dev"]
     assert [c["case"] for c in summary["cases"]] == ["sac/g1_walk_flat/mujoco"]
     assert (out / "page" / "index.html").is_file() and f"page: {out / 'page' / 'index.html'}" in p.stdout
@@ -248,8 +278,7 @@ def test_ab_of_two_refs_runs_reports_and_keeps_the_pins_it_used(ab):
     assert record["pins"] == str(pins_file.resolve()) and record["config"] == str(conf.resolve())
     assert json.loads(conf.read_text())["results_dir"] == "results-ab-main-vs-mba-dev"
     again = run_mbaphases(suite, "report", "--pins", str(pins_file), "--machine", "abbox", "--out", str(suite / "again"))
-    assert again.returncode in (0, 1), again.stderr
-    assert json.loads((suite / "again" / "summary.json").read_text())["cases"] == summary["cases"]
+    assert summary_of(again, suite / "again")["cases"] == summary["cases"]
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -10,7 +10,7 @@ import tarfile
 
 import pytest
 from asv import results as asv_results
-from test_suite_asv import ROOT, make_suite, run_mbaphases, with_cases
+from test_suite_asv import ROOT, make_suite, run_mbaphases, summary_of, with_cases
 
 from mbaphases.demo_repo import generate
 from mbaphases.inputs import load_asv_conf
@@ -70,8 +70,7 @@ def test_report_per_candidate_with_ledger(many, tmp_path):
     suite, shas, _ = many
     r = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--html", str(tmp_path / "html" / "m"),
                       "--machine", "sidebox", "--min-runs", "2")
-    assert r.returncode in (0, 1), r.stderr
-    s = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    s = summary_of(r, tmp_path / "rep")
     assert s["schema"] == "mbaphases.summary/5"
     assert [c["label"] for c in s["candidates"]] == ["MBA dev", "opt reset", "MBA next"]
     for c in s["candidates"]:
@@ -140,7 +139,7 @@ def test_evidence_bundle_rebuilds_the_same_tables(many, tmp_path):
     suite, shas, _ = many
     b = run_mbaphases(suite, "bundle", "--out", str(tmp_path / "evidence.tar.gz"), "--machine", "sidebox",
                       "--min-runs", "2")
-    assert b.returncode in (0, 1) and "bundle:" in b.stdout, b.stderr
+    assert "bundle:" in b.stdout, b.stderr
     with tarfile.open(tmp_path / "evidence.tar.gz") as tar:
         names = tar.getnames()
     assert "bundle/SHA256SUMS" in names and "bundle/report/summary.json" in names
@@ -148,11 +147,10 @@ def test_evidence_bundle_rebuilds_the_same_tables(many, tmp_path):
     assert (tmp_path / "evidence.tar.gz").stat().st_size < 5 * 1024 * 1024
     r = run_mbaphases(tmp_path, "report", "--bundle", str(tmp_path / "evidence.tar.gz"), "--out",
                       str(tmp_path / "again"), "--min-runs", "2")
-    assert r.returncode == b.returncode, r.stderr
     with tarfile.open(tmp_path / "evidence.tar.gz") as tar:
         tar.extractall(tmp_path / "x", filter="data")
-    first = json.loads((tmp_path / "x" / "bundle" / "report" / "summary.json").read_text())
-    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    first = summary_of(b, tmp_path / "x" / "bundle" / "report")  # the bundle exits with its report's verdict
+    again = summary_of(r, tmp_path / "again")
     assert first["ledger"]["rows"] == again["ledger"]["rows"]
     for c in first["candidates"]:
         one = json.loads((tmp_path / "x" / "bundle" / "report" / c["summary"]).read_text())
@@ -274,9 +272,8 @@ def test_a_later_failed_run_keeps_every_earlier_run_and_its_batch(tmp_path):
     # whatever asv kept, the side says so when it is less than the raw runs
     assert len(kept) == 1 or any("asv's store keeps" in n for n in side.notes), (kept, side.notes)
     rep = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--machine", "latebox", "--min-runs", "1")
-    assert rep.returncode in (0, 1), rep.stderr
-    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
-    assert summary
+    summary = summary_of(rep, tmp_path / "rep")
+    assert [c["case"] for c in summary["cases"]] and summary["counts"]
 
 
 def test_runs_disturbed_by_another_process_get_one_replacement_round(tmp_path):
@@ -302,8 +299,7 @@ def test_runs_disturbed_by_another_process_get_one_replacement_round(tmp_path):
     assert doc["replacement_round"] == {"round": 2, "sides": ["main direct", "MBA dev"]}
     assert doc["runs_by_side"] == {"main direct": 2, "MBA dev": 2}
     rep = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--machine", "hog", "--min-runs", "1")
-    assert rep.returncode in (0, 1), rep.stderr
-    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    summary = summary_of(rep, tmp_path / "rep")
     flagged = [c["gate_detail"]["flagged_runs"] for c in summary["cases"]]
     assert all(n >= 1 for n in flagged), flagged
     assert all(c["gate_detail"]["without_flagged"] for c in summary["cases"])

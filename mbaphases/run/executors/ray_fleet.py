@@ -6,10 +6,14 @@ batch's suite folder travels as the job's ``runtime_env`` ``working_dir``.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
+import signal
 import socket
+import sys
 from dataclasses import dataclass
 
+from mbaphases import processes
 from mbaphases.errors import UsageError
 from mbaphases.run.executors import blocks
 
@@ -34,6 +38,45 @@ def _unreachable(address: str, timeout_s: float = 10.0) -> str | None:
     return None
 
 
+def _loopback_cluster(address: str) -> None:
+    """A head on the loopback interface (a cluster of nodes on this one machine, as Ray's own test
+    cluster makes): Ray's driver takes a loopback address for the host's own IP and waits there, for
+    minutes, for a node that listens on the loopback only. Where the head answers on the loopback
+    and not at the host's IP, the driver keeps to the loopback as that cluster's nodes do (Ray's
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0), read when Ray is first imported."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if address == "auto" or "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in os.environ or "ray" in sys.modules:
+        return
+    try:
+        loopback = ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+        # the address Ray's driver takes for this host: where its route out leaves from (a UDP
+        # socket's connect sends nothing)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("10.255.255.255", 1))
+            own_ip = probe.getsockname()[0]
+    except (OSError, ValueError):
+        return
+    if loopback and not ipaddress.ip_address(own_ip).is_loopback and _unreachable(f"{own_ip}:{port}", 2.0):
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+
+def _join(ray, address: str, runtime_env: dict | None) -> None:
+    """ray.init, this command's signal handling kept: Ray's driver puts in a SIGTERM handler that exits
+    with the signal's number (15), where an interrupt here ends the command with 130 after ending
+    what it started."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False,
+                 runtime_env=runtime_env)
+    except SystemExit as e:
+        if e.code in (signal.SIGTERM, signal.SIGHUP):
+            raise processes.Interrupted(signal.Signals(e.code).name) from None
+        raise
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+
+
 def connect(address: str, insecure: bool, runtime_env: dict | None = None) -> RayBackend:
     """Joins the cluster at ``address`` (``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``) and returns its
     slots per node. Refused, before anything is sent, where this driver does not authenticate with a
@@ -41,18 +84,18 @@ def connect(address: str, insecure: bool, runtime_env: dict | None = None) -> Ra
     if os.environ.get("RAY_AUTH_MODE") != "token" and not insecure:
         raise UsageError(f"--fleet {address}: this driver does not use token authentication (RAY_AUTH_MODE=token "
                          f"and the cluster's token); {INSECURE_WHY}; --fleet-insecure sends the work anyway")
-    try:
-        import ray  # the fleet's extra, imported when a fleet is asked for: 0.4 s at every command's start
-    except ImportError:
-        raise UsageError(f"--fleet {address}: Ray is not installed here; pip install 'mbaphases[fleet]' (ray==2.60.0)") from None
     unreachable = _unreachable(address)
     if unreachable:
         raise UsageError(f"--fleet {address}: cannot join the cluster ({unreachable}); valid: auto, HOST:PORT or "
                          "ray://HOST:PORT of a running cluster")
+    _loopback_cluster(address)
+    try:
+        import ray  # the fleet's extra, imported when a fleet is asked for: 0.4 s at every command's start
+    except ImportError:
+        raise UsageError(f"--fleet {address}: Ray is not installed here; pip install 'mbaphases[fleet]' (ray==2.60.0)") from None
     try:
         if not ray.is_initialized():  # a search's later batches join the cluster its first one joined
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False,
-                     runtime_env=runtime_env)
+            _join(ray, address, runtime_env)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise UsageError(f"--fleet {address}: cannot join the cluster ({str(e).splitlines()[0]}); valid: auto, "
                          "HOST:PORT or ray://HOST:PORT of a running cluster") from None
