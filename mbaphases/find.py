@@ -234,7 +234,7 @@ def bisect(conf_path: Path, pins: dict, what: str, case: str, good: str, bad: st
     try:
         return _search(m, search, line, what, case, confidence, each, max_batches, budget_s, out)
     except KeyboardInterrupt:
-        # every process of the step's batch has been ended and its runs kept (mbaphases.runner)
+        # every process of the step's batch has been ended and its runs kept (mbaphases.run.batch)
         search.interrupted = True
         search.verdict = (f"interrupted after {len(search.steps)} step(s) and {len(m.batches)} batch(es): their runs are "
                           f"kept; {FIND_RESUME_HINT}")

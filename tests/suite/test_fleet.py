@@ -4,6 +4,7 @@ nodes' slots, a node under a second hardware label (a test-only setting) reporte
 a batch whose files are shipped (the nodes check its commits out of a bundle, into a cache of their
 own), a node that cannot make a side's environment, a node lost mid-block, Ctrl-C at the driver,
 resume."""
+import contextlib
 import json
 import os
 import secrets
@@ -31,19 +32,17 @@ CLUSTER_ENV = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN, "RAY_ENABLE_WI
 JOINING_S = 8  # Ray imported and its join begun (about 2 s on the 2-core VM)
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("cluster")
+@contextlib.contextmanager
+def running_cluster(folder: Path, *args: str):
+    """A real Ray cluster on this machine (tests/suite/ray_cluster.py ``args``), ended with the block."""
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("ray_cluster.py")), str(folder),
-                             "--second-label", "second-class", "--cache", str(folder / "node-cache")],
+                             "--cache", str(folder / "node-cache"), *args],
                             env={**os.environ, **CLUSTER_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # the cluster's processes a group of their own
     try:
         assert _until(lambda: (folder / "address").exists() or proc.poll() is not None, 120), "the cluster started"
         assert proc.poll() is None, "the cluster started"
-        suite = make_suite(tmp_path_factory.mktemp("fleet"), "mba-dev")
-        generate(suite / "demo-target")
-        yield suite, Cluster(folder, (folder / "address").read_text())
+        yield Cluster(folder, (folder / "address").read_text())
     finally:
         (folder / "stop").write_text("")
         try:
@@ -52,6 +51,29 @@ def fleet(tmp_path_factory):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
+
+
+@pytest.fixture(scope="module")
+def fleet_suite(tmp_path_factory):
+    suite = make_suite(tmp_path_factory.mktemp("fleet"), "mba-dev")
+    generate(suite / "demo-target")
+    return suite
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory, fleet_suite):
+    """Two nodes of one slot each, the second under a test hardware label: every test of the module
+    that leaves both nodes in place shares it (each under a machine name of its own)."""
+    with running_cluster(tmp_path_factory.mktemp("cluster"), "--second-label", "second-class") as cluster:
+        yield fleet_suite, cluster
+
+
+@pytest.fixture
+def own_fleet(tmp_path_factory, fleet_suite, request):
+    """A cluster of the test's own (``request.param``: ray_cluster.py's arguments), for a test that
+    changes its nodes or needs other ones: no other test sees what it did."""
+    with running_cluster(tmp_path_factory.mktemp("own-cluster"), *request.param) as cluster:
+        yield fleet_suite, cluster
 
 
 @dataclass
@@ -255,10 +277,12 @@ def test_a_shipped_batch_runs_from_the_nodes_own_checkouts_of_a_bundle(fleet):
     assert record["state"] == "finished" and record["fleet"]["files"] == "shipped"
 
 
-def test_a_node_that_cannot_make_a_sides_environment_says_why_and_the_block_goes_elsewhere(fleet):
+@pytest.mark.parametrize("own_fleet", [("--second-label", "second-class")], indirect=True)
+def test_a_node_that_cannot_make_a_sides_environment_says_why_and_the_block_goes_elsewhere(own_fleet):
     """A side whose lock cannot be installed: each node says why once, the block goes to the other
-    node, and where every node refused, nothing is stored and the batch says so."""
-    suite, cluster = fleet
+    node, and where every node refused, nothing is stored and the batch says so. Its own cluster: a
+    shipped batch after it in the nodes' cache found its commits' refs missing (a random order)."""
+    suite, cluster = own_fleet
     repo = suite / "demo-target"
     git(repo, "checkout", "-q", "-b", "broken-lock", "mba-dev")
     (repo / "requirements.lock").write_text("not-a-package @ file:///nonexistent/not_a_package-0-py3-none-any.whl\n")
@@ -291,9 +315,10 @@ def test_a_search_on_a_fleet_of_two_hardware_classes_is_refused_and_keeps_its_ru
     assert len(metas_of(suite, "findtwo")) == 4
 
 
-def test_a_node_lost_mid_block_has_its_block_run_again_on_another(fleet):
-    """After the tests that need both nodes: it takes one of them away."""
-    suite, cluster = fleet
+@pytest.mark.parametrize("own_fleet", [("--second-label", "second-class")], indirect=True)
+def test_a_node_lost_mid_block_has_its_block_run_again_on_another(own_fleet):
+    """One of its own cluster's two nodes taken away while the blocks run."""
+    suite, cluster = own_fleet
     rounds = 4
     proc, _, _ = _mid_blocks(suite, cluster, "lostbox", rounds)
     cluster.remove_node(1)
@@ -361,10 +386,11 @@ def test_what_a_fleet_batch_cannot_be_is_one_error_line(fleet, args, needle):
     assert "Traceback" not in p.stderr
 
 
-def test_a_search_runs_its_batches_on_a_fleet_of_one_class(fleet):
-    """After the node loss: one node, one class; the search's batches are fleet batches, its sides
-    loaded from that class's runs."""
-    suite, cluster = fleet
+@pytest.mark.parametrize("own_fleet", [("--nodes", "1")], indirect=True)
+def test_a_search_runs_its_batches_on_a_fleet_of_one_class(own_fleet):
+    """A cluster of one node, one class; the search's batches are fleet batches, its sides loaded
+    from that class's runs."""
+    suite, cluster = own_fleet
     p = run_mbaphases(suite, *FIND, "--fleet", cluster.address, "--machine", "findone", env=CLUSTER_ENV)
     assert "[fleet] block r1p1 ended" in p.stdout and "the search is recorded in" in p.stdout
     assert len(list((suite / "raw-runs" / "findone" / "find").glob("*.json"))) == 1
