@@ -173,9 +173,6 @@ def watch() -> None:
         end_session(int(line))
 
 
-if __name__ == "__main__":
-    watch()
-
 
 RELAY_JOIN_S = 10.0  # at the command's end, the most the relay may take to pass on what is left
 
@@ -235,3 +232,7 @@ def relayed_stdout():
         ended.set()
         thread.join(RELAY_JOIN_S)
         os.close(reader)
+
+
+if __name__ == "__main__":
+    watch()

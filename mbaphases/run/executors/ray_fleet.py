@@ -23,12 +23,17 @@ INSECURE_WHY = ("a Ray cluster without token authentication runs the code of any
                 "node")
 
 
+def _host_port(address: str) -> tuple[str, str]:
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    return host, port
+
+
 def _unreachable(address: str, timeout_s: float = 10.0) -> str | None:
     """Why HOST:PORT (or ray://HOST:PORT) takes no connection, checked before Ray's own join, which
     retries an unreachable head for minutes; None when it does, or for ``auto``."""
     if address == "auto":
         return None
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host, port = _host_port(address)
     if not host or not port.isdigit():
         return "not HOST:PORT"
     try:
@@ -44,7 +49,7 @@ def _loopback_cluster(address: str) -> None:
     minutes, for a node that listens on the loopback only. Where the head answers on the loopback
     and not at the host's IP, the driver keeps to the loopback as that cluster's nodes do (Ray's
     RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0), read when Ray is first imported."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host, port = _host_port(address)
     if address == "auto" or "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in os.environ or "ray" in sys.modules:
         return
     try:
