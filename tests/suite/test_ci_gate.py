@@ -14,7 +14,8 @@ from mbaphases.demo_repo import generate
 pytestmark = pytest.mark.slow(seconds=90)  # real asv runs and physics: minutes
 
 # MBA dev's largest slowdown on one CPU (about 0.67 of main's throughput, docs/measurements.md):
-# three pairs at the script's default profile (the demo's) decide it
+# four pairs at the script's default profile (the demo's) decide it: with three, its interval's upper end
+# reached 0.656, 0.836 and 0.735 in three runs on this host
 CASE = "flashsac/go2_joystick_flat/mujoco"
 
 
@@ -32,7 +33,7 @@ def test_the_gate_script_decides_on_one_cpu_and_writes_its_summary(tmp_path):
     step_summary.write_text("")
     cpu = min(os.sched_getaffinity(0))  # a one-CPU runner: the first CPU this test may use
     p = subprocess.run(["taskset", "-c", str(cpu), "bash", "scripts/ci_gate.sh", "main", "mba-dev", "--repo", "demo-target",
-                        "--runs", "3", "--cases", CASE, "--out", "reports/pr"],
+                        "--runs", "4", "--cases", CASE, "--out", "reports/pr"],
                        cwd=suite, capture_output=True, text=True, timeout=1500,
                        env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock"),
                             "GITHUB_STEP_SUMMARY": str(step_summary), "MBAPHASES_CI_DEADLINE_MIN": "10"})
