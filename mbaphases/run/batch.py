@@ -16,7 +16,7 @@ from mbaphases.errors import UsageError
 from mbaphases.run import prepare
 from mbaphases.run import record as record_mod
 from mbaphases.run.design import Design, from_record, pairs_of_round
-from mbaphases.run.executors import blocks, fleets, shipping
+from mbaphases.run.executors import blocks, fleets, local_node, shipping
 from mbaphases.run.executors.local import LocalExecutor, slots_for
 from mbaphases.run.progress import Progress
 from mbaphases.stats import rules
@@ -94,7 +94,7 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     slots = slots_for(design, hardware.profile_cpus(pins["active_profile"]))
     shipped = fleet is not None and fleet.files == "shipped"
     backend = None if fleet is None else fleets.join(
-        fleet, design, until_decisive, deadline, slots.size, suite_dir,
+        fleet, design, until_decisive, slots.size, suite_dir,
         shipping.runtime_env(suite_dir, repo_path, conf) if shipped else None)
     sides = prepare.resolve_sides(pins, repo_path, only)
     if prior is not None:
@@ -125,6 +125,9 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
     if fleet is not None:
         executor = blocks.FleetExecutor(executor, backend, machine, files=fleet.files)
         runs_under = blocks.class_machines(machine)
+    elif design.paired:  # this machine as a fleet of one node: a pair block on every free slot
+        executor = blocks.FleetExecutor(
+            executor, local_node.LocalBackend(slots.available, len(slots.slots), suite_dir / ".asv" / "blocks"), machine)
     b = Batch(pins, sides, design, raw_dir / machine, executor, {}, runs, started, now, until_decisive,
               profile_functions, out, prior, load.run_meta(raw_dir, runs_under, started) if prior else [], runs_under)
     b.record = _start_record(b, conf_path, machine, _plan(b))
@@ -161,9 +164,10 @@ def _batch_env(pins: dict, machine: str, raw_dir: Path, batch: str, progress_fil
                allow_other_hardware: bool, profile_functions: bool, design: Design) -> dict:
     """What every entry run of the batch is told: profile, machine, pins, cases, where raw runs go,
     the batch, the live progress file; whether to append to other hardware; in turns, the turn's length.
-    Profiles: each run's entry profiles after its measured run, except in turns, where the executor
-    profiles the sides after the rounds (the measured runs' processes get no profiling)."""
-    profile_in_runs = profile_functions and not design.share_cpu
+    Profiles: each run's entry profiles after its measured run, except in pairs, where the executor
+    profiles the sides after the rounds (the measured runs' processes get no profiling: a block's
+    staging store would profile its sides again in every block)."""
+    profile_in_runs = profile_functions and not design.paired
     return {**os.environ, "MBAPHASES_PROFILE": pins["active_profile"]["name"], "MBAPHASES_MACHINE": machine,
             "MBAPHASES_PINS": pins["path"], "MBAPHASES_CASES": ",".join(pins["cases"]),
             "MBAPHASES_RAW_DIR": str(raw_dir), "MBAPHASES_BATCH": batch,
@@ -221,8 +225,7 @@ def _start_record(b: Batch, conf_path: Path, machine: str, allocated: dict | Non
         record["until_decisive"] = b.until_decisive
     if b.executor.deadline is not None:
         record["deadline"] = {"at": b.executor.deadline, "not_started": 0}
-    if isinstance(b.executor, blocks.FleetExecutor):
-        record["fleet"] = b.executor.as_record()
+    record.update(_executor_record(b))
     if allocated is not None:
         record["allocation"] = allocated
     attempts = []
@@ -237,6 +240,14 @@ def _start_record(b: Batch, conf_path: Path, machine: str, allocated: dict | Non
     record["attempts"] = attempts + [{"started": b.now, "pid": os.getpid()}]
     record_mod.write(b.machine_dir, {**record, "state": "running"})
     return record
+
+
+def _executor_record(b: Batch) -> dict:
+    """The blocks of a paired batch as they ended, and how busy they kept the slots: a fleet's under
+    ``fleet`` (with its nodes), this machine's under ``node``."""
+    if not isinstance(b.executor, blocks.FleetExecutor):
+        return {}
+    return {"node" if b.executor.one_machine else "fleet": b.executor.as_record()}
 
 
 def _rounds(b: Batch, order: list[str], count: int, first: int, tag: str, skip: set[str] = frozenset()) -> int:
@@ -254,7 +265,7 @@ def _profile_decided(b: Batch) -> None:
     change: the cases a candidate FAILs, for it and for the baseline it is compared with. A PASS or an
     open case has no slowdown to explain; the profiles of every side and case cost about as much
     as three rounds of the demo's pairs."""
-    if isinstance(b.executor, blocks.FleetExecutor):  # it says why it profiles nothing
+    if isinstance(b.executor, blocks.FleetExecutor) and not b.executor.one_machine:  # it says why it profiles nothing
         b.executor.profile_sides([], b.machine_dir, {})
         return
     until = b.until_decisive
@@ -292,7 +303,7 @@ def _run(b: Batch, progress_file: Path, names: dict, resume_hint: str) -> int:
             rc = _pinned_rounds(b, shas, done)
             if b.until_decisive is not None:
                 rc = _until_decisive_rounds(b, done, runs_by_side, progress, rc)
-            if b.design.share_cpu and b.profile_functions:
+            if b.design.paired and b.profile_functions:
                 _profile_decided(b)
     except KeyboardInterrupt as e:
         # every process the batch started has been ended (mbaphases.processes) before this line
@@ -307,8 +318,7 @@ def _run(b: Batch, progress_file: Path, names: dict, resume_hint: str) -> int:
         progress_file.unlink(missing_ok=True)
     if b.executor.deadline is not None:
         b.record["deadline"]["not_started"] = b.executor.not_started
-    if isinstance(b.executor, blocks.FleetExecutor):
-        b.record["fleet"] = b.executor.as_record()
+    b.record.update(_executor_record(b))
     return record_mod.finish(b.record, b.machine_dir, b.started, names, progress["done_runs"], runs_by_side, rc, b.out,
                              resume_hint, b.runs_under)
 

@@ -140,17 +140,3 @@ def pairs_of_round(sides: list[dict], reference: str | None, pairing: str = "sta
     if ref is not None and len(cands) > 1:
         pairs += [(ref, c) for c in cands if c is not ref]
     return pairs
-
-
-def waves(todo: list[tuple], width: int) -> list[list[tuple]]:
-    """Pair units (``(name, index, pair, round)``) in groups that run at once: at most ``width``,
-    no side in two of a group (one side's two runs at once would race in asv's store)."""
-    out: list[list[tuple]] = []
-    for item in todo:
-        shas = {x["sha"] for x in item[2]}
-        wave = next((w for w in out if len(w) < width and not shas & {x["sha"] for it in w for x in it[2]}), None)
-        if wave is None:
-            out.append([item])
-        else:
-            wave.append(item)
-    return out

@@ -1,16 +1,11 @@
 """Two entries sharing one CPU in turns (mbaphases run --duet-share-cpu): the suite's token
 protocol (mbaphases/turns.py), run by real processes pinned to one CPU, each doing real work per
-step; the reference target's entry taking turns with real physics; and how a shared-CPU duet
-groups its pairs. No framework needed: the protocol is standard-library code."""
+step; and the reference target's entry taking turns with real physics. No framework needed: the protocol is standard-library code."""
 import json
 import os
 import subprocess
 import sys
 import time
-
-import pytest
-
-from mbaphases.run.design import waves as _waves
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -143,14 +138,3 @@ def test_the_reference_entry_runs_alone_without_the_protocol(tmp_path):
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["provenance"]["turns"] is None and doc["results"][0]["turns"] is None
-
-
-@pytest.mark.parametrize("pairs, width, expected", [
-    ([("a", "b")], 2, [[0]]),                                   # the star of two sides: one pair at a time
-    ([("a", "b"), ("c", "d"), ("e", "f")], 2, [[0, 1], [2]]),   # a round-robin round: disjoint pairs, two at once
-    ([("a", "b"), ("a", "c"), ("b", "c")], 2, [[0], [1], [2]]),  # a star of three: every two share a side
-    ([("a", "b"), ("c", "d")], 1, [[0], [1]]),                  # across two CPUs: one pair at a time
-])
-def test_pairs_run_at_once_only_without_a_side_in_common(pairs, width, expected):
-    todo = [(f"p{i}", i, tuple({"sha": s} for s in pair)) for i, pair in enumerate(pairs)]
-    assert [[item[1] for item in wave] for wave in _waves(todo, width)] == expected

@@ -56,17 +56,15 @@ class Fleet:
         return "slurm" if self.address == "slurm" or self.address.startswith("slurm:") else "ray"
 
 
-def refuse(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None, deadline: float | None) -> None:
+def refuse(fleet: Fleet, design: design_mod.Design, until_decisive: dict | None) -> None:
     """What a fleet batch cannot be, refused before anything runs."""
     if not design.paired:
         raise UsageError(f"--fleet runs pair blocks; --design {design.kind} runs one side at a time: --design turns")
     if not design.share_cpu:
         raise UsageError("--fleet runs a pair's two sides in turns on one slot: --design turns")
-    if until_decisive is not None:
+    if until_decisive is not None:  # a look reads one machine's runs; a fleet stores one machine per class
         raise UsageError("--fleet with --until-decisive: a fleet runs the pinned rounds; run the extra rounds "
                          "with --runs")
-    if deadline is not None:
-        raise UsageError("--fleet with --deadline-min: a fleet hands out every block at once; give it fewer --runs")
 
 
 class BlockLost(Exception):
@@ -77,6 +75,7 @@ class Backend(Protocol):
     """What schedules a fleet's blocks."""
     nodes: dict  # node -> the slots it offers
     where: str  # the fleet in words ("the Ray cluster at ...")
+    one_machine: bool  # this machine alone: its runs under the batch's machine name, not per hardware class
 
     def put(self, data: bytes): ...  # something every block is given, sent once
     def submit(self, spec: dict, bundle, node: str | None = None): ...  # a block to any node, or to ``node``
@@ -100,12 +99,14 @@ def balanced(todo: list[tuple]) -> list[tuple]:
 
 
 @contextlib.contextmanager
-def slot_of(size: int, cpus: list[int]):
-    """One free CPU set of ``size`` on this host, held until the block ends (a file lock per set:
-    Ray's resource counts per node, this keeps two nodes of one host off each other's CPUs)."""
+def slot_of(size: int, cpus: list[int], count: int = 1):
+    """``count`` free CPU sets of ``size`` on this host (a pair at once takes one a side), held until
+    the block ends (a file lock per set: Ray's resource counts per node, this keeps two nodes of one
+    host, or two blocks of one machine, off each other's CPUs). Yields the sets."""
     SLOT_LOCKS.mkdir(parents=True, exist_ok=True)
     sets = [cpus[i:i + size] for i in range(0, len(cpus) - size + 1, size)] or [cpus]
     while True:
+        held: list[tuple[list[int], object]] = []
         for s in sets:
             handle = open(SLOT_LOCKS / ("cpus-" + "-".join(map(str, s)) + ".lock"), "w")
             try:
@@ -113,11 +114,18 @@ def slot_of(size: int, cpus: list[int]):
             except BlockingIOError:
                 handle.close()
                 continue
+            held.append((s, handle))
+            if len(held) == count:
+                break
+        if len(held) == count:
             try:
-                yield s
+                yield [s for s, _ in held]
             finally:
-                handle.close()
+                for _, handle in held:
+                    handle.close()
             return
+        for _, handle in held:  # not all of them free: none kept, so two blocks never hold half each
+            handle.close()
         time.sleep(0.5)
 
 
@@ -130,13 +138,17 @@ def node_machine(prefix: str) -> tuple[str, dict]:
 
 
 
-def run_block(spec: dict, bundle_bytes: bytes | None, node: str) -> dict:
+def run_block(spec: dict, bundle_bytes: bytes | None, node: str, out=None) -> dict:
     """On a node: one pair block in a staging folder of its own; returns its files (nothing partial:
     a block that did not end returns nothing), or why this node cannot run the batch's blocks (a
-    shipped batch's environment or checkout it could not make: ``refused``)."""
-    machine, described = node_machine(spec["machine"])
+    shipped batch's environment or checkout it could not make: ``refused``). ``out``: where its lines
+    go as they come (else they come back with the result)."""
+    if spec.get("class_machines", True):
+        machine, described = node_machine(spec["machine"])
+    else:  # one machine: its runs under the batch's machine name, its hardware checked by the driver
+        machine, described = spec["machine"], hardware.describe()
     sweep_orphans(Path(tempfile.gettempdir()))
-    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{spec['name']}-"))
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{spec['name']}-", dir=spec.get("staging_in")))
     (staging / OWNER_FILE).write_text(str(os.getpid()))
     try:
         try:
@@ -153,20 +165,25 @@ def run_block(spec: dict, bundle_bytes: bytes | None, node: str) -> dict:
         base = [where.python, "-m", "asv", "run", "--config", str(conf_path), "--machine", machine,
                 "--record-samples", "--show-stderr"]
         design = design_mod.Design(**spec["design"])
-        with slot_of(spec["slot_size"], sorted(os.sched_getaffinity(0))) as cpus:
+        sets = 1 if design.share_cpu else 2  # in turns both sides on one slot; at once a slot a side
+        with slot_of(spec["slot_size"], sorted(os.sched_getaffinity(0)), sets) as slot_sets:
+            began = time.time()
+            cpus = [c for s in slot_sets for c in s]
             # the slot's lock is this block's formal-run lock: its entry runs count it as theirs
-            env[HOLDER_VAR] = f"fleet block {spec['batch']}/{spec['name']} on CPU {','.join(map(str, cpus))}"
-            slots = local.Slots([cpus], spec["slot_size"], cpus)
+            env[HOLDER_VAR] = f"block {spec['batch']}/{spec['name']} on CPU {','.join(map(str, cpus))}"
+            slots = local.Slots(slot_sets, spec["slot_size"], cpus)
             executor = local.LocalExecutor(base, where.conf, conf_path, where.suite_dir, None, env, spec["names"],
-                                           spec["batch"], slots, io.StringIO(), pythons=where.pythons)
+                                           spec["batch"], slots, out or io.StringIO(), pythons=where.pythons)
             # a pair id of this execution's own: a block Ray runs again after its node was lost must
             # not be released by the markers of the lost one
             codes = executor.run_pair(design, tuple(spec["item"]), spec["pair_count"],
                                       f"{spec['attempt']}x{uuid.uuid4().hex[:6]}", where.trees)
+            ended = time.time()
         files = {str(p.relative_to(staging)): p.read_bytes() for p in sorted(staging.rglob("*"))
                  if p.is_file() and p.parts[len(staging.parts)] in ("raw-runs", "results")}
+        log = executor.out.getvalue() if isinstance(executor.out, io.StringIO) else ""
         return {"machine": machine, "hardware": described, "cpus": cpus, "codes": codes, "files": files,
-                "node": node, "log": executor.out.getvalue()}
+                "node": node, "log": log, "began": began, "ended": ended}
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -264,10 +281,10 @@ def changed_hardware(node_machine: dict, finished: dict) -> str | None:
             "inside the batch; the block is not kept (the node's blocks are refused for this batch)")
 
 
-def store_block(done: dict, suite_dir: Path, results_dir: Path) -> list[dict]:
+def store_block(done: dict, suite_dir: Path, results_dir: Path, fleet: bool = True) -> list[dict]:
     """A block's files into the driver's store under its machine: raw runs at the next free run
-    numbers of each commit (never over a file), asv's samples appended to asv's own results file.
-    Returns the runs stored ({sha, run})."""
+    numbers of each commit (never over a file), asv's samples appended to asv's own results file;
+    a fleet's runs name their node (``fleet``). Returns the runs stored ({sha, run})."""
     machine = done["machine"]
     runs: dict[tuple[str, str], dict[str, bytes]] = {}  # (sha, stem) -> file suffix -> content
     for p, data in done["files"].items():
@@ -282,7 +299,8 @@ def store_block(done: dict, suite_dir: Path, results_dir: Path) -> list[dict]:
         for suffix, data in files.items():
             if suffix == "meta.json":
                 meta = json.loads(data)
-                meta["fleet"] = {"node": done["node"], "cpus": done["cpus"], "block_run": meta.get("run")}
+                if fleet:
+                    meta["fleet"] = {"node": done["node"], "cpus": done["cpus"], "block_run": meta.get("run")}
                 meta["run"] = k
                 data = json.dumps(meta, indent=2).encode()
             with open(folder / f"run{k}.{suffix}", "xb") as f:  # never over a stored file
@@ -330,16 +348,18 @@ def _append_results(results_dir: Path, machine: str, name: str, data: bytes) -> 
 
 @dataclass
 class FleetExecutor:
-    """Runs a batch's pair blocks on a fleet's slots (its backend schedules them); the driver keeps the store."""
+    """Runs a batch's pair blocks on a fleet's slots (its backend schedules them); the driver keeps the
+    store. One machine is a fleet of one node (mbaphases.run.executors.local_node): the same blocks,
+    staging and gathering, its runs under the batch's own machine name."""
     local: local.LocalExecutor  # the batch's settings (command, config, environment, names)
     backend: Backend
     machine: str
     blocks: list[dict] = field(default_factory=list)  # every block as it ended (the batch record's fleet part)
     node_machine: dict = field(default_factory=dict)  # node id -> the machine (hardware class) its blocks had
-    not_started: int = 0
     files: str = "shared"  # shared or shipped (mbaphases.run.executors.shipping)
     shipped: dict | None = None  # a shipped batch's commits: the sides' lock hashes, the bundle (sent once)
     refused: dict = field(default_factory=dict)  # node id -> why it cannot run this batch's blocks
+    busy_s: list[float] = field(default_factory=list)  # each run_pairs call's wall (from its first block's start)
 
     # the batch's settings are the local executor's
     slots = property(lambda self: self.local.slots)
@@ -348,19 +368,37 @@ class FleetExecutor:
     conf_path = property(lambda self: self.local.conf_path)
     deadline = property(lambda self: self.local.deadline)
     node_slots = property(lambda self: self.backend.nodes)
+    not_started = property(lambda self: self.local.not_started)
+    one_machine = property(lambda self: self.backend.one_machine)
+    tag = property(lambda self: "[block]" if self.backend.one_machine else "[fleet] block")
 
     def say(self, text: str) -> None:
         self.local.say(text)
 
     def late_by(self) -> float | None:
-        return None
+        return self.local.late_by()
+
+    def occupancy(self) -> dict:
+        """How busy the slots were while blocks ran: the blocks' time over the slots' time (slots x
+        the wall of the block runs)."""
+        slots = sum(self.node_slots.values())
+        block_s = sum(b["ended"] - b["began"] for b in self.blocks if "began" in b)
+        wall = sum(self.busy_s)
+        return {"slots": slots, "block_s": round(block_s, 3), "wall_s": round(wall, 3),
+                "occupancy": round(block_s / (slots * wall), 4) if wall > 0 else None}
 
     def as_record(self) -> dict:
-        return {"address": self.backend.where, "nodes": self.node_slots, "files": self.files, "blocks": self.blocks,
+        record = {"blocks": self.blocks, "occupancy": self.occupancy()}
+        if self.one_machine:
+            return record
+        return {"address": self.backend.where, "nodes": self.node_slots, "files": self.files, **record,
                 **({"refused": self.refused} if self.refused else {})}
 
     def plan_lines(self) -> list[str]:
         n = sum(self.node_slots.values())
+        if self.one_machine:
+            return ["blocks: one pair of one round each, in a staging store of its own, started as soon as a slot "
+                    "is free (pairs that share a side too); its runs gathered into this machine's store"]
         return [f"fleet: {len(self.node_slots)} node{'s' if len(self.node_slots) != 1 else ''} of {self.backend.where}, "
                 f"{n} slot{'s' if n != 1 else ''} of {self.local.slots.size} CPU"
                 f"{'s' if self.local.slots.size != 1 else ''}; a block is one pair of one round, both sides in turns "
@@ -370,13 +408,16 @@ class FleetExecutor:
         raise UsageError("--fleet runs pair blocks: --design turns")
 
     def profile_sides(self, sides, machine_dir, cases_of) -> list:
+        if self.one_machine:
+            return self.local.profile_sides(sides, machine_dir, cases_of)
         self.say("[fleet] no function profiles on a fleet: `mbaphases run --profile-functions` on one machine")
         return []
 
     def run_pairs(self, design: design_mod.Design, pairs_of, rounds: int, first_round: int,
                   done: set[str] = frozenset(), attempt: int = 0) -> int:
-        """Every block of ``rounds`` rounds on the fleet's slots, as many at once as it has; each block's
-        files stored as it ends (a line each, with an estimate of the rest)."""
+        """Every block of ``rounds`` rounds on the fleet's slots, as many at once as it has, the next
+        as soon as one ends (none that the deadline would cut); each block's files stored as it ends
+        (a line each, with an estimate of the rest)."""
         todo, pair_count = [], {}
         for k in range(first_round, first_round + rounds):
             pairs = pairs_of(k)
@@ -391,23 +432,36 @@ class FleetExecutor:
             trees = None
         else:
             trees = worktrees(self.local.suite_dir, self.local.repo_path, shas)
+        # a pair at once takes a slot a side
+        width = max(1, sum(self.node_slots.values()) // (1 if design.share_cpu else 2))
+        queue = balanced(todo)
+        self.say(f"{self.tag.split()[0]} {len(queue)} block{'s' if len(queue) != 1 else ''} on {width} slot"
+                 + ("s" if width != 1 else "") + (" (the suite's folder, the commits and the sides' locks sent to the "
+                                                  "nodes)" if self.files == "shipped" else ""))
         began = time.time()
-        pending = {self._submit(design, item, pair_count, attempt, trees): item for item in balanced(todo)}
-        self.say(f"[fleet] {len(pending)} block{'s' if len(pending) != 1 else ''} on {sum(self.node_slots.values())} "
-                 "slots" + (" (the suite's folder, the commits and the sides' locks sent to the nodes)"
-                            if self.files == "shipped" else ""))
+        pending: dict = {}
         rc = 0
         try:
-            while pending:
+            while queue or pending:
+                while queue and len(pending) < width:
+                    if not self.local.fits(f"block {queue[0][0]}", len(queue)):
+                        queue = []
+                        break
+                    item = queue.pop(0)
+                    pending[self._submit(design, item, pair_count, attempt, trees)] = item
+                if not pending:
+                    break
                 ended = self.backend.wait(list(pending))
                 item = pending.pop(ended)
-                code, elsewhere = self._ended(item, ended, began, len(pending))
+                code, elsewhere = self._ended(item, ended, began, len(pending) + len(queue))
                 if elsewhere is not None:
                     pending[self._submit(design, item, pair_count, attempt, trees, elsewhere)] = item
                 rc = code or rc
         except BaseException:
             self.backend.cancel(list(pending))  # every block on every node ends with the driver
             raise
+        finally:
+            self.busy_s.append(time.time() - began)
         return rc
 
     def _submit(self, design, item, pair_count, attempt, trees, node: str | None = None):
@@ -421,25 +475,28 @@ class FleetExecutor:
         try:
             finished = self.backend.result(ref)
         except BlockLost as e:
-            self.say(f"[fleet] block {item[0]} lost ({e}): nothing of it is kept")
+            self.say(f"{self.tag} {item[0]} lost ({e}): nothing of it is kept")
             return 2, None
         if "refused" in finished:
             return self._refused(item, finished)
         changed = changed_hardware(self.node_machine, finished)
         if changed:
-            self.say(f"[fleet] block {item[0]}: {changed}")
+            self.say(f"{self.tag} {item[0]}: {changed}")
             return 2, None
         self.node_machine[finished["node"]] = finished["machine"]
-        stored = store_block(finished, self.local.suite_dir, self._results_dir())
-        if max(finished["codes"]):  # asv's own lines say what failed
+        stored = store_block(finished, self.local.suite_dir, self._results_dir(), fleet=not self.one_machine)
+        if max(finished["codes"]) and finished["log"]:  # asv's own lines say what failed
             self.say(finished["log"].rstrip())
         self.blocks.append({"block": item[0], "node": finished["node"], "machine": finished["machine"],
                             "hardware": hardware.text(finished["hardware"]), "cpu": finished["hardware"]["cpu"],
-                            "cpus": finished["cpus"], "runs": stored, "ended": time.time()})
+                            "cpus": finished["cpus"], "runs": stored, "began": finished["began"],
+                            "ended": finished["ended"]})
+        self.local.unit_seconds.append(finished["ended"] - finished["began"])
         elapsed = time.time() - began
-        self.say(f"[fleet] block {item[0]} ended on node {finished['node'][:8]} ({finished['machine']}, CPU "
-                 f"{','.join(map(str, finished['cpus']))}): {len(stored)} runs kept; {left} left"
-                 + (f", about {left * elapsed / len(self.blocks):.0f} s at the fleet's rate so far" if left else ""))
+        cpus = ",".join(map(str, finished["cpus"]))
+        where = f"CPU {cpus}" if self.one_machine else f"node {finished['node'][:8]} ({finished['machine']}, CPU {cpus})"
+        self.say(f"{self.tag} {item[0]} ended on {where}: {len(stored)} runs kept; {left} left"
+                 + (f", about {left * elapsed / len(self.blocks):.0f} s at the rate so far" if left else ""))
         return max(finished["codes"]), None
 
     def _refused(self, item: tuple, finished: dict) -> tuple[int, str | None]:
@@ -469,7 +526,8 @@ class FleetExecutor:
                                                          "turn_ms": design.turn_ms},
                 "slot_size": self.local.slots.size, "suite_dir": str(self.local.suite_dir), "names": self.local.names,
                 "batch": self.local.batch, "pythons": self.local.pythons, "item": [name, i, list(pair), k],
-                "pair_count": pair_count, "attempt": attempt, "trees": str(trees), "files": self.files}
+                "pair_count": pair_count, "attempt": attempt, "trees": str(trees), "files": self.files,
+                "class_machines": not self.one_machine}
         if self.files == "shipped":
             # the node's repository is one per driver's repository, whatever its path on the node
             spec.update(locks={x["sha"]: self.shipped["locks"][x["sha"]] for x in pair},

@@ -86,7 +86,7 @@ class LocalExecutor:
     python: str | None = None  # an existing environment for solo runs
     pythons: dict = field(default_factory=dict)  # each side's python in pairs
     deadline: float | None = None  # no unit starts that would not end by then (time.time())
-    unit_seconds: list[float] = field(default_factory=list)  # how long each unit (a wave, a round) took
+    unit_seconds: list[float] = field(default_factory=list)  # how long each unit (a block, a round) took
     not_started: int = 0  # units the deadline kept from starting
 
     def say(self, text: str) -> None:
@@ -163,54 +163,20 @@ class LocalExecutor:
         cmd = [c if c != str(self.conf_path) else str(one) for c in self.base]
         return cmd + ["-E", f"existing:{python}", "--set-commit-hash", sha, "-a", "rounds=1"]
 
-    def run_pairs(self, design: design_mod.Design, pairs_of, rounds: int, first_round: int,
-                  done: set[str] = frozenset(), attempt: int = 0) -> int:
-        """``rounds`` rounds of pairs (``pairs_of(k)``). In turns both sides share one slot; at once each
-        has its own (the slots' roles swapped every round). Each case starts together with the
-        partner's (a barrier in the benchmark). Pairs without a side in common run at once, one per
-        free slot, a round's last beside the next round's first. A resumed batch (``attempt`` > 0)
-        skips the ``done`` pairs; its pairs get ids and barriers of their own (an interrupted pair's
-        markers must not release the new one)."""
-        todo, pair_count = [], {}
-        for k in range(first_round, first_round + rounds):
-            pairs = pairs_of(k)
-            pair_count[k] = len(pairs)
-            todo += [(f"r{k + 1}p{i + 1}", i, pair, k) for i, pair in enumerate(pairs) if f"r{k + 1}p{i + 1}" not in done]
-        trees = worktrees(self.suite_dir, self.repo_path, sorted({x["sha"] for item in todo for x in item[2]}))
-        width = len(self.slots.slots) if design.share_cpu else len(self.slots.slots) // 2
-        rc = 0
-        for w, wave in enumerate(design_mod.waves(todo, width)):
-            if not self.fits(f"pair {wave[0][0]}", len(wave)):
-                continue
-            began = time.time()
-            started: list[tuple] = []  # (process, its pair's barrier, its role); every process started
-            procs: list = []
-            try:
-                for j, item in enumerate(wave):
-                    self._start_pair(design, item, (j + w) % width, pair_count, attempt, trees, started, procs)
-            except BaseException:
-                processes.end_all(procs)  # interrupted while a side waits for the next's start
-                raise
-            # every wave waits for its pairs' end, whatever an earlier wave returned (a wave not waited
-            # for overlaps the next: pairs measured beside each other, and left running at the end)
-            codes = _wait_pairs(started)
-            rc = rc or max(codes)
-            self.timed(began)
-        return rc
-
     def run_pair(self, design, item: tuple, pair_count: dict, attempt, trees: Path) -> list[int]:
-        """One pair on this executor's first slot, to its end (a fleet's block on its node); each
-        side's exit status."""
+        """One pair on this executor's slots (a block on its node: mbaphases.run.executors.blocks), to
+        its end; each side's exit status. In turns both sides share the first slot; at once each has
+        its own (the slots' roles swapped every round with the sides' order)."""
         started: list[tuple] = []
         procs: list = []
         try:
-            self._start_pair(design, item, 0, pair_count, attempt, trees, started, procs)
+            self._start_pair(design, item, pair_count, attempt, trees, started, procs)
         except BaseException:
             processes.end_all(procs)  # interrupted while a side waits for the next's start
             raise
         return _wait_pairs(started)
 
-    def _start_pair(self, design, item: tuple, place: int, pair_count: dict, attempt, trees: Path,
+    def _start_pair(self, design, item: tuple, pair_count: dict, attempt, trees: Path,
                     started: list, procs: list) -> None:
         name, i, pair, k = item
         ordered = pair if k % 2 == 0 else pair[::-1]
@@ -220,7 +186,7 @@ class LocalExecutor:
             if started:
                 _until_at_barrier(*started[-1])
             # at once, the sides' slots swap every round with their order (``ordered``)
-            slot = self.slots.slots[place] if design.share_cpu else self.slots.slots[2 * place + role]
+            slot = self.slots.slots[0 if design.share_cpu else role]
             where = "CPU " + ",".join(map(str, slot))
             self.say(f"[pair round {k + 1}, pair {i + 1}/{pair_count[k]}] {where}"
                      + (f" shared, turn {role + 1}" if design.share_cpu else "") + f": {self.names[x['sha']]}")
@@ -286,7 +252,7 @@ def _until_at_barrier(proc, barrier: Path, role: int, timeout_s: float = 900.0) 
 
 
 def _wait_pairs(started: list[tuple]) -> list[int]:
-    """Every side of the wave's pairs to its end; each side's end is marked in its pair's folder,
+    """Every side of the block's pair to its end; each side's end is marked in its pair's folder,
     so a partner that failed early is not waited for at every case."""
     pending = dict(enumerate(started))
     try:

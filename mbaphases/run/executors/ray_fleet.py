@@ -124,6 +124,7 @@ class RayBackend:
     """Blocks as Ray tasks on the slots of the cluster this driver joined (``connect``)."""
     nodes: dict  # node id -> slots it offers
     where: str
+    one_machine = False  # nodes of their own: each hardware class under a machine name of its own
 
     def put(self, data: bytes):
         import ray

@@ -76,6 +76,7 @@ class SlurmBlock:
 class SlurmBackend:
     nodes: dict  # node name -> slots it offers
     where: str
+    one_machine = False  # nodes of their own: each hardware class under a machine name of its own
     partition: str | None
     slot_size: int
     folder: Path  # submitit's: the jobs' pickled functions, results and logs (shared by the nodes)
