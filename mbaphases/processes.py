@@ -44,14 +44,16 @@ def session_members(sid: int) -> list[int]:
     return members
 
 
-def with_env(entry: str) -> list[int]:
-    """Every live process whose environment holds ``entry`` (``NAME=value``): a run's processes carry
-    its folders there, whatever session or process group they ended up in."""
+def with_env(entry: str, prefix: bool = False) -> list[int]:
+    """Every live process whose environment holds ``entry`` (``NAME=value``; ``prefix``: a value that
+    begins so): a run's processes carry its folders there, whatever session or process group they
+    ended up in."""
     needle = entry.encode()
     found = []
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
-            if needle not in environ.read_bytes().split(b"\0"):
+            items = environ.read_bytes().split(b"\0")
+            if not (any(x.startswith(needle) for x in items) if prefix else needle in items):
                 continue
             if (environ.parent / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":  # a zombie has ended
                 found.append(int(environ.parent.name))

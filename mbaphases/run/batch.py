@@ -127,7 +127,8 @@ def run_sides(conf_path: Path, pins: dict, runs: int, machine: str | None, pytho
         runs_under = blocks.class_machines(machine)
     elif design.paired:  # this machine as a fleet of one node: a pair block on every free slot
         executor = blocks.FleetExecutor(
-            executor, local_node.LocalBackend(slots.available, len(slots.slots), suite_dir / ".asv" / "blocks"), machine)
+            executor, local_node.LocalBackend(slots.available, len(slots.slots), suite_dir / ".asv" / "blocks", env),
+            machine)
     b = Batch(pins, sides, design, raw_dir / machine, executor, {}, runs, started, now, until_decisive,
               profile_functions, out, prior, load.run_meta(raw_dir, runs_under, started) if prior else [], runs_under)
     b.record = _start_record(b, conf_path, machine, _plan(b))

@@ -376,7 +376,6 @@ def test_a_staging_folder_whose_worker_is_gone_is_removed_by_the_next_block(tmp_
 @pytest.mark.parametrize("args, needle", [
     (["run", "--design", "solo"], "--fleet runs pair blocks"),
     (["run", "--design", "turns", "--until-decisive"], "--fleet with --until-decisive"),
-    (["run", "--design", "turns", "--deadline-min", "3"], "--fleet with --deadline-min"),
     (["ab", "main", "mba-dev", "--repo", "demo-target", "--summary", "s.md"], "--summary with --fleet"),
 ])
 def test_what_a_fleet_batch_cannot_be_is_one_error_line(fleet, args, needle):

@@ -8,11 +8,14 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from test_duet import aa_suite
 
 from mbaphases import processes
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow(seconds=150), pytest.mark.two_cpus]  # real asv runs: minutes; two one-CPU slots
 
@@ -88,6 +91,13 @@ def test_a_stars_pairs_share_the_baseline_and_run_at_once_on_two_slots(star):
     with_main = sum("main direct" in pair for pair in record["duet"]["pairs"])
     assert with_main >= 2 and sorted(m["run"] for m in main) == list(range(1, ROUNDS * with_main + 1))
     assert "fleet" not in main[0] and left_behind(star) == []
+    # the same measure from the stored runs alone (the script that reads batches from before the record kept it)
+    t = subprocess.run([sys.executable, str(ROOT / "scripts" / "slot_occupancy.py"), str(star / "raw-runs" / "starbox")],
+                       capture_output=True, text=True, timeout=60)
+    assert t.returncode == 0, t.stderr
+    (row,) = [line.split(" | ") for line in t.stdout.splitlines() if line.startswith(f"| {record['batch']} ")]
+    assert int(row[1]) == len(blocks) and int(row[2]) == 2 and 0 < float(row[5]) <= 1
+    assert float(row[6].rstrip(" |")) == use["occupancy"]
 
 
 def test_an_interrupted_star_leaves_nothing_running_and_resume_completes_it(star):

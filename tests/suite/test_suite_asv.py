@@ -364,8 +364,10 @@ def test_an_entry_run_started_outside_waits_for_the_lock(ab, tmp_path):
 
 def processes_of(raw_dir: Path) -> list[int]:
     """Live processes started for runs that write under ``raw_dir`` (asv, its forkserver and
-    benchmark processes, the entries): they carry it in their environment."""
-    return processes.with_env(f"MBAPHASES_RAW_DIR={raw_dir}")
+    benchmark processes, the entries, a pair block's process): they carry it in their environment, or,
+    in a pair block, its staging store's, in the suite's ``.asv/blocks``."""
+    return sorted(set(processes.with_env(f"MBAPHASES_RAW_DIR={raw_dir}"))
+                  | set(processes.with_env(f"MBAPHASES_RAW_DIR={raw_dir.parent / '.asv' / 'blocks'}/", prefix=True)))
 
 
 def test_run_bad_input(tmp_path):

@@ -48,7 +48,7 @@ class LocalBackend:
     folders: Path  # where the blocks' folders are made
     where: str = "this machine"
     one_machine: bool = True  # stored under the batch's own machine name (one host is one hardware class)
-    env: dict = field(default_factory=lambda: dict(os.environ))
+    env: dict = field(default_factory=lambda: dict(os.environ))  # the batch's: its processes carry its folders
     poll_s: float = 0.2
 
     @property
