@@ -2,13 +2,17 @@
 start to its last side's end, from the runs' meta files) over the slots' time (slots x the wall from
 the batch's first run's start to its last run's end). It reads any batch, from before the batch
 record kept its blocks (``node.occupancy``, ``fleet.occupancy``) too, so two executors compare on
-one measure (docs/run-cost.md).
+one measure. For a batch whose record keeps its blocks, a second table says where a block's wall
+went: before its first entry started (the block's process, asv's start, discovery, set-up), the
+entries (imports, warm-up, the timed steps of both sides), after the last one ended (asv's results)
+(docs/run-cost.md).
 
     python scripts/slot_occupancy.py raw-runs/MACHINE [BATCH]
 """
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -33,6 +37,35 @@ def occupancy(machine_dir: Path, batch: str) -> dict:
             "occupancy": round(busy / (slots * wall), 3) if wall > 0 else None, "recorded": recorded}
 
 
+def block_costs(machine_dir: Path, batch: str) -> dict | None:
+    """The medians over a batch's blocks of where each block's wall went (seconds), None where its
+    record keeps no block times."""
+    record = json.loads((machine_dir / "batches" / f"{batch}.json").read_text())
+    blocks = [b for b in (record.get("node") or record.get("fleet") or {}).get("blocks", []) if "began" in b]
+    if not blocks:
+        return None
+    metas: dict[str, list[tuple[dict, Path]]] = {}
+    for p in machine_dir.glob("*/run*.meta.json"):
+        m = json.loads(p.read_text())
+        if m.get("batch") == batch and m.get("duet"):
+            metas.setdefault(m["duet"]["pair"].split("/", 1)[1].split(".")[0], []).append((m, p))
+    rows = []
+    for b in blocks:
+        runs = metas.get(b["block"], [])
+        if len(runs) != 2:
+            continue
+        first, last = min(m["started"] for m, _ in runs), max(m["ended"] for m, _ in runs)
+        timed = 0.0
+        for _, p in runs:
+            doc = json.loads(p.with_name(p.name.replace(".meta.json", ".json")).read_text())
+            timed += sum(r.get("total_active_ms") or 0 for r in doc["results"]) / 1000
+        rows.append({"block": b["ended"] - b["began"], "before": first - b["began"], "entries": last - first,
+                     "timed": timed, "after": b["ended"] - last})
+    if not rows:
+        return None
+    return {"blocks": len(rows), **{k: round(statistics.median(r[k] for r in rows), 2) for k in rows[0]}}
+
+
 def main(argv: list[str]) -> int:
     if not argv or not Path(argv[0], "batches").is_dir():
         print(f"error: {argv[0] if argv else '(none)'}: not a machine's folder of stored runs; valid: "
@@ -50,6 +83,15 @@ def main(argv: list[str]) -> int:
     for batch in batches:
         o = occupancy(machine_dir, batch)
         print("| " + " | ".join("-" if v is None else str(v) for v in o.values()) + " |")
+    costs = {batch: block_costs(machine_dir, batch) for batch in batches}
+    if any(costs.values()):
+        print()
+        print("| batch | blocks | block (s) | before the entries (s) | the entries (s) | their timed steps (s) | "
+              "after the entries (s) |")
+        print("|---|---|---|---|---|---|---|")
+        for batch, c in costs.items():
+            if c:
+                print(f"| {batch} | " + " | ".join(str(v) for v in c.values()) + " |")
     return 0
 
 

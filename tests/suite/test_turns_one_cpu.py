@@ -181,3 +181,22 @@ def test_round_robin_pairs_run_each_side_once_a_round_and_every_two_meet(tmp_pat
     r = run_mbaphases(suite, "report", "--sides", ",".join(sides), "--out", str(tmp_path / "rep"))
     summary = summary_of(r, tmp_path / "rep")
     assert "machine rr" in summary["input"], summary["input"]
+
+
+def test_pairs_in_turns_until_decisive_add_a_block_round_while_a_case_is_open(suite):
+    """--until-decisive in turns (the main job's program, here on one CPU): three pinned rounds of
+    blocks, a look, and a fourth round only while a case is open (--max-runs 4 ends it there); every
+    round's block is in the record, its two sides' runs in the machine's store."""
+    p = run_mbaphases(suite, "run", "--design", "turns", "--profile", "tiny", "--runs", "3", "--until-decisive",
+                      "--max-runs", "4", "--machine", "udturns")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (record,) = [json.loads(b.read_text()) for b in (suite / "raw-runs" / "udturns" / "batches").glob("*.json")]
+    assert record["until_decisive"]["max_runs"] == 4
+    rounds = sorted(b["block"] for b in record["node"]["blocks"])
+    # the look after round 3 decides every case, stops for futility, or adds round 4 (said as it starts)
+    added = "[until decisive] round 4:" in p.stdout
+    assert rounds == ["r1p1", "r2p1", "r3p1"] + (["r4p1"] if added else []), p.stdout[-3000:]
+    said = [line for line in p.stdout.splitlines() if line.startswith("[until decisive]")]
+    assert said and (added or "every case decided after 3 runs" in said[-1] or "stopping after look 1" in said[-1]), said
+    metas = [json.loads(m.read_text()) for m in (suite / "raw-runs" / "udturns").glob("*/run*.meta.json")]
+    assert len(metas) == 2 * len(rounds) and not any(m["failed_cases"] for m in metas)
