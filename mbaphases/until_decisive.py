@@ -57,6 +57,18 @@ def level_at(until: dict, look: int) -> float | None:
     return levels[min(look, len(levels)) - 1]
 
 
+def stopping_level(until: dict, taken: int, confidence: float) -> float:
+    """The level one until-decisive batch's verdicts are decided at, after ``taken`` looks: the
+    stopping look's level (a look that could not decide, too few runs, takes the next one's), never
+    below ``confidence`` (the report's); records from before the spending function split the error
+    evenly over their looks (Bonferroni). The report and the batch's profiles both decide so."""
+    nominal = float(until["nominal_confidence"])
+    if "levels" not in until:
+        return max(confidence, rules.split_confidence(nominal, int(until.get("counted_looks", until["planned_looks"]))))
+    later = [x for x in until["levels"][taken - 1:] if x is not None] or [x for x in until["levels"] if x]
+    return max(confidence, later[0] if later else nominal)
+
+
 def plan_line(until: dict) -> str:
     if "levels" not in until:
         return (f"until decisive: up to {until['planned_looks']} look(s), up to {until['max_runs']} runs a side; each "
@@ -243,9 +255,7 @@ def stopping(records: list[str], sides: list[Side], confidence: float) -> tuple[
     if len(looked) == 1 and "levels" in looked[0][1]:
         rec, until = looked[0]
         taken = max(int(rec.get("looks") or 1), 1)
-        # the stopping look's level; a look that could not decide (too few runs) takes the next one's
-        later = [x for x in until["levels"][taken - 1:] if x is not None] or [x for x in until["levels"] if x]
-        level = max(confidence, later[0] if later else nominal)
+        level = stopping_level(until, taken, confidence)
         notes.append(f"every verdict at {level:.4f} confidence: look {taken} of the batch's "
                      f"{until.get('spending', rules.SPENDING)} spending of the {1 - nominal:.0%} error over its "
                      "looks (every look's interval covering together at "

@@ -269,13 +269,12 @@ def _profile_decided(b: Batch) -> None:
     if isinstance(b.executor, blocks.FleetExecutor) and not b.executor.one_machine:  # it says why it profiles nothing
         b.executor.profile_sides([], b.machine_dir, {})
         return
-    until = b.until_decisive
-    level = until_mod.level_at(until, b.record.get("looks", 1)) if until else None
     gate = b.pins.get("gate", {})
+    confidence = float(gate.get("confidence", rules.DEFAULT_CONFIDENCE))
+    if b.until_decisive:  # the level the report decides this batch at
+        confidence = until_mod.stopping_level(b.until_decisive, max(int(b.record.get("looks") or 1), 1), confidence)
     failed = until_mod.failed_cases(b.executor.conf_path, b.pins, b.sides, b.machine_dir.name,
-                                    float(gate.get("threshold", rules.DEFAULT_THRESHOLD)),
-                                    level or (until or {}).get("nominal_confidence")
-                                    or float(gate.get("confidence", rules.DEFAULT_CONFIDENCE)))
+                                    float(gate.get("threshold", rules.DEFAULT_THRESHOLD)), confidence)
     cases_of = {x["sha"]: failed[x["label"]] for x in b.sides[1:] if failed.get(x["label"])}
     if cases_of:
         every = set().union(*cases_of.values())

@@ -95,9 +95,12 @@ def test_a_stars_pairs_share_the_baseline_and_run_at_once_on_two_slots(star):
     t = subprocess.run([sys.executable, str(ROOT / "scripts" / "slot_occupancy.py"), str(star / "raw-runs" / "starbox")],
                        capture_output=True, text=True, timeout=60)
     assert t.returncode == 0, t.stderr
-    (row,) = [line.split(" | ") for line in t.stdout.splitlines() if line.startswith(f"| {record['batch']} ")]
-    assert int(row[1]) == len(blocks) and int(row[2]) == 2 and 0 < float(row[5]) <= 1
-    assert float(row[6].rstrip(" |")) == use["occupancy"]
+    # its two tables: the slots' occupancy, then where a block's wall went (medians over the blocks)
+    occupancy, cost = [line.split(" | ") for line in t.stdout.splitlines() if line.startswith(f"| {record['batch']} ")]
+    assert int(occupancy[1]) == len(blocks) and int(occupancy[2]) == 2 and 0 < float(occupancy[5]) <= 1
+    assert float(occupancy[6].rstrip(" |")) == use["occupancy"]
+    block, before, entries, timed, after = map(float, cost[2:6] + [cost[6].rstrip(" |")])
+    assert int(cost[1]) == len(blocks) and 0 < timed < entries < block and before > 0 and after > 0
 
 
 def test_an_interrupted_star_leaves_nothing_running_and_resume_completes_it(star):
