@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -20,8 +19,6 @@ from mbaphases import processes
 from mbaphases.errors import UsageError
 from mbaphases.run import design as design_mod
 from mbaphases.run.prepare import worktrees
-
-MACHINE_FILE = ".asv-machine.json"  # asv's, in the home it runs with
 
 
 @dataclass(frozen=True)
@@ -175,7 +172,7 @@ class LocalExecutor:
         try:
             self._start_pair(design, item, pair_count, attempt, trees, started, procs)
         except BaseException:
-            processes.end_all(procs)  # interrupted between the two sides' starts
+            processes.end_all(procs)  # interrupted while a side waits for the next's start
             raise
         return _wait_pairs(started)
 
@@ -185,14 +182,9 @@ class LocalExecutor:
         ordered = pair if k % 2 == 0 else pair[::-1]
         name += f".{attempt}" if attempt else ""
         barrier = self.suite_dir / ".asv" / "duet" / self.batch / name
-        home = Path(self.env["HOME"])  # the block's staging store, asv's machine file in it
         for role, x in enumerate(ordered):
-            # both sides start at once, each with a home of its own (asv rewrites its machine file as
-            # it starts: two starting from one home could read it half-written); the benchmark's
-            # barrier holds each side at every case until its partner arrives
-            side_home = home / f"side{role}"
-            side_home.mkdir(exist_ok=True)
-            shutil.copy2(home / MACHINE_FILE, side_home / MACHINE_FILE)
+            if started:
+                _until_at_barrier(*started[-1])
             # at once, the sides' slots swap every round with their order (``ordered``)
             slot = self.slots.slots[0 if design.share_cpu else role]
             where = "CPU " + ",".join(map(str, slot))
@@ -200,8 +192,8 @@ class LocalExecutor:
                      + (f" shared, turn {role + 1}" if design.share_cpu else "") + f": {self.names[x['sha']]}")
             cmd = self.existing_command(x["sha"], self.pythons[x["sha"]])
             proc = processes.start(cmd, self.suite_dir, {
-                **self.env, "HOME": str(side_home), "MBAPHASES_TARGET_DIR": str(trees / x["sha"]),
-                "MBAPHASES_COMMIT": x["sha"], "MBAPHASES_DUET_DIR": str(barrier), "MBAPHASES_DUET_PAIR": f"{self.batch}/{name}",
+                **self.env, "MBAPHASES_TARGET_DIR": str(trees / x["sha"]), "MBAPHASES_COMMIT": x["sha"],
+                "MBAPHASES_DUET_DIR": str(barrier), "MBAPHASES_DUET_PAIR": f"{self.batch}/{name}",
                 "MBAPHASES_DUET_ROLE": str(role), "MBAPHASES_DUET_CPU": str(slot[0]),
                 "MBAPHASES_DUET_PARTNER": ordered[1 - role]["sha"], "MBAPHASES_DUET_ROUND": str(k + 1),
                 **({"MBAPHASES_DUET_SHARE_CPU": "1"} if design.share_cpu else {})}, cpus=slot, into=procs)
@@ -244,6 +236,19 @@ class LocalExecutor:
                              "function table from this batch")
                     failed.append({"label": x["label"], "exit": code})
         return failed
+
+
+def _until_at_barrier(proc, barrier: Path, role: int, timeout_s: float = 900.0) -> None:
+    """The next side starts once the one started before it waits at its first case (or has ended):
+    asv rewrites its machine file (~/.asv-machine.json) as it starts, and two starting at once can
+    read it half-written. The barrier then holds each side until its partner arrives."""
+    started = time.time()
+    while not (barrier / f"case0.{role}").exists() and time.time() - started < timeout_s:
+        if proc.poll() is not None:
+            barrier.mkdir(parents=True, exist_ok=True)
+            (barrier / f"ended.{role}").write_text(str(time.time()))
+            return
+        time.sleep(0.1)
 
 
 def _wait_pairs(started: list[tuple]) -> list[int]:
