@@ -46,10 +46,10 @@ class LocalBackend:
     cpus: list[int]
     slot_count: int
     folders: Path  # where the blocks' folders are made
-    where: str = "this machine"
-    one_machine: bool = True  # stored under the batch's own machine name (one host is one hardware class)
     env: dict = field(default_factory=lambda: dict(os.environ))  # the batch's: its processes carry its folders
     poll_s: float = 0.2
+    where = "this machine"
+    one_machine = True  # stored under the batch's own machine name (one host is one hardware class)
 
     @property
     def nodes(self) -> dict:
