@@ -69,7 +69,7 @@ def design_of(duet: bool, share_cpu: bool, pairing: str, sides: int) -> Design:
     if not duet:
         return Design("solo", False, False, 2.0, sides, False)
     round_robin = pairing == "round-robin" and sides > 2
-    name = f"duet ({pairing}{', one CPU a pair' if share_cpu else ''})"
+    name = f"{'turns' if share_cpu else 'pairs'} ({pairing})"
     return Design(name, True, share_cpu, 2 * (sides - 1) / sides if round_robin else 1.0, sides, round_robin)
 
 

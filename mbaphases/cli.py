@@ -9,7 +9,7 @@ import time
 import traceback
 from pathlib import Path
 
-from mbaphases import processes
+from mbaphases import exits, processes
 from mbaphases.commands import ab, bundle, demo_repo, find, publish, report, run
 from mbaphases.errors import ArgumentParser, UsageError
 
@@ -24,9 +24,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-EXIT_USAGE, EXIT_INTERNAL = 2, 3
-
-
 def main(argv=None) -> int:
     """0/1 are verdicts only: bad input is 2, an internal error 3 (traceback in a log file)."""
     try:
@@ -36,16 +33,16 @@ def main(argv=None) -> int:
             return args.handler(args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return exits.USAGE
     except KeyboardInterrupt as e:
         why = f" by {e}" if isinstance(e, processes.Interrupted) else ""
         print(f"error: interrupted{why}", file=sys.stderr)
-        return 130
+        return exits.INTERRUPTED
     except Exception as e:  # noqa: BLE001 - the contract: one line, the traceback kept
         log = Path(tempfile.gettempdir()) / f"mbaphases-error-{time.strftime('%Y%m%d-%H%M%S')}.log"
         log.write_text(traceback.format_exc())
         print(f"error: internal error {type(e).__name__}: {e} (traceback in {log})", file=sys.stderr)
-        return EXIT_INTERNAL
+        return exits.INTERNAL
 
 
 if __name__ == "__main__":

@@ -151,13 +151,13 @@ def pair(b: Side, c: Side) -> tuple[Side, Side, list[str]]:
 
 
 def strata_text(b: Side, c: Side, blocks: list) -> str:
-    """What the strata are: "5 duet pairs", "3 batches", "5 duet pairs + 1 batch"."""
+    """What the strata are: "5 pairs", "3 batches", "5 pairs + 1 batch"."""
     paired = [(xb[0], xc[0]) for xb, xc in blocks if len(xb) == 1 and xb[0] in b.pairs] if b.pairs and c.pairs else []
     pairs = len(paired)
     rest = len(blocks) - pairs
     # a pair whose two runs had one slot between them took turns on it (run --design turns)
     shared = bool(paired) and all(b.cpus.get(rb) is not None and b.cpus.get(rb) == c.cpus.get(rc) for rb, rc in paired)
-    parts = ([f"{pairs} duet pair{'s' if pairs != 1 else ''}" + (" (each pair's two sides in turns on one slot)" if shared else "")]
+    parts = ([f"{pairs} pair{'s' if pairs != 1 else ''}" + (" (each pair's two sides in turns on one slot)" if shared else "")]
              if pairs else []) + \
         ([f"{rest} batch{'es' if rest != 1 else ''}"] if rest else [])
     return " + ".join(parts)
@@ -166,14 +166,14 @@ def strata_text(b: Side, c: Side, blocks: list) -> str:
 def current_protocol(side: Side) -> tuple[Side, str | None]:
     """The side without its runs that took turns under the first protocol, where the side that ended
     its loop first went on (its summary, its next case) inside its partner's timed steps, so the
-    slower side of each pair read slow (measured on the demo: docs/noise.md): a bias no bound covers,
+    slower side of each pair read slow (measured on the demo: docs/log/noise.md): a bias no bound covers,
     so those runs decide nothing. Returns the side and a note naming what was left out (or None)."""
     if not side.turns_without_end_wait:
         return side, None
     left = sorted(side.turns_without_end_wait)
     return (side.restrict([r for r in side.runs() if r not in side.turns_without_end_wait]),
             f"{side.label}: {len(left)} run(s) left out of every verdict: they took turns before a side waited for "
-            "its partner's loop to end (the slower side of each such pair read slow; docs/noise.md)")
+            "its partner's loop to end (the slower side of each such pair read slow; docs/log/noise.md)")
 
 
 def turns_class(b: Side, c: Side, runs_b, runs_c) -> tuple[str | None, str | None, int | None] | None:

@@ -131,9 +131,9 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
                                          ct.pairs, f"intra-block t ({ct.df} df)")
             row.update(lower=iv.lower, upper=iv.upper, estimate=iv.estimate, coverage=confidence,
                        smallest_detectable_change=iv.half_width, strata=ct.pairs, method=iv.method,
-                       strata_text=f"{ct.pairs} duet pairs as blocks",
+                       strata_text=f"{ct.pairs} pairs as blocks",
                        unpaired={"lower": solo.lower, "upper": solo.upper, "estimate": solo.estimate},
-                       note=(f"compared through the batch's {ct.pairs} duet pairs of every side, each pair's slot a "
+                       note=(f"compared through the batch's {ct.pairs} pairs of every side, each pair's slot a "
                              f"block (intra-block least squares, t on {ct.df} df; a run's spread beyond its slot "
                              f"{ct.residual_sd:.1%}); unpaired view " + (f"[{solo.lower:.3f}, {solo.upper:.3f}]"
                                                                           if not missing(solo.lower) else

@@ -23,80 +23,118 @@ _POSITIVE_INT = {"type": "integer", "minimum": 1}
 _THRESHOLD = {"type": "number", "exclusiveMinimum": 0, "finite": True}
 _REQUIREMENT = "^[A-Za-z0-9][A-Za-z0-9._-]*(\\[.*\\])?\\s*(==|>=|<=|~=|!=|<|>|@).+$"  # a name and a version or URL
 _REQUIREMENTS = {"type": "array", "items": {"type": "string", "pattern": _REQUIREMENT}}
-# a side is a commit of the target repository (ref) or, for a [published] target, what to install
+
+
+def _about(text: str, schema: dict) -> dict:
+    """A key's schema with its meaning, which docs/reference/pins.md is generated from."""
+    return {**schema, "description": text}
+
+
 _SIDE = {"type": "object", "required": ["label"], "additionalProperties": False,
          "anyOf": [{"required": ["ref"]}, {"required": ["install"]}, {"required": ["checkout", "commit"]}],
-         "properties": {"ref": {"type": "string", "minLength": 1}, "label": {"type": "string", "minLength": 1},
-                        "install": {"type": "string", "minLength": 1}, "overrides": _REQUIREMENTS,
-                        # a commit of a checkout of the framework's repository (mbaphases.published)
-                        "checkout": {"type": "string", "minLength": 1},
-                        "commit": {"type": "string", "minLength": 1},
-                        "extras": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9._-]+$"}},
-                        "swap": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*==.+$"}}}}
-_CANDIDATE = {**_SIDE, "properties": {**_SIDE["properties"], "combines": {
-    "type": "array", "items": {"type": "string"}, "uniqueItems": True}}}
+         "properties": {
+             "ref": _about("a commit of the target repository: SHA, tag or branch", {"type": "string", "minLength": 1}),
+             "label": _about("the side's name in every table", {"type": "string", "minLength": 1}),
+             "install": _about("a [published] target's side: the requirement to install, e.g. "
+                               "'unilab[mujoco,motrix]==1.4.0'", {"type": "string", "minLength": 1}),
+             "overrides": _about("requirements installed over the side's own", _REQUIREMENTS),
+             "checkout": _about("a checkout of the framework's repository (with commit)",
+                                {"type": "string", "minLength": 1}),
+             "commit": _about("the commit of that checkout", {"type": "string", "minLength": 1}),
+             "extras": _about("the package's extras", {"type": "array", "items": {"type": "string",
+                                                                               "pattern": "^[A-Za-z0-9._-]+$"}}),
+             "swap": _about("dependencies pinned to another version in the side's lock, each NAME==VERSION",
+                            {"type": "array", "items": {"type": "string",
+                                                        "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*==.+$"}})}}
+_CANDIDATE = {**_SIDE, "properties": {**_SIDE["properties"], "combines": _about(
+    "the labels of the candidates this one combines: its additivity is checked against them",
+    {"type": "array", "items": {"type": "string"}, "uniqueItems": True})}}
 PROFILE_KEYS = ("num_envs", "warmup_steps", "measure_steps", "replay_capacity_steps", "torch_threads")
+_PROFILE_ABOUT = {"num_envs": "parallel environments", "warmup_steps": "collector steps before the timed ones",
+                  "measure_steps": "timed collector steps", "replay_capacity_steps": "the replay buffer's steps",
+                  "torch_threads": "torch's threads, and the CPUs a slot of this profile has"}
 
 PINS_SCHEMA = {
     "type": "object",
     "required": ["profile", "runs", "cases", "baseline", "profiles"],
     "additionalProperties": False,
     "properties": {
-        "profile": {"type": "string"},
-        "runs": _POSITIVE_INT,
-        "cases": {"type": "array", "minItems": 1, "uniqueItems": True,
-                  "items": {"type": "string", "pattern": "^[^/]+/[^/]+/[^/]+$"}},
-        "baseline": _SIDE,
-        "candidate": _CANDIDATE,  # two-sided form
-        "candidates": {"type": "array", "minItems": 1, "items": _CANDIDATE},
-        "reference": {"type": "string", "minLength": 1},
-        "profile_functions": {"type": "boolean"},
-        # the batch's design (mbaphases.run.design): solo, pairs at once, or pairs in turns on one slot
-        "design": {"enum": ["solo", "pairs", "turns"]},
-        # which sides run together in a round (mbaphases.run.design.pairs_of_round)
-        "pairing": {"enum": ["star", "round-robin"]},
-        # how long a side's turn lasts before it hands its slot over (the entry's default: 25 ms)
-        "turn_ms": {"type": "number", "exclusiveMinimum": 0},
-        # the earlier names of the same settings (aliases: design pairs / turns, pairing, turn_ms)
+        "profile": _about("the profile runs use (MBAPHASES_PROFILE and --profile override)", {"type": "string"}),
+        "runs": _about("independent runs per side (--runs overrides)", _POSITIVE_INT),
+        "cases": _about("the cases, each <algo>/<task>/<sim>",
+                        {"type": "array", "minItems": 1, "uniqueItems": True,
+                         "items": {"type": "string", "pattern": "^[^/]+/[^/]+/[^/]+$"}}),
+        "baseline": _about("the side every candidate is gated against", _SIDE),
+        "candidate": _about("the one candidate of a two-sided pins file", _CANDIDATE),
+        "candidates": _about("the candidates, each a side", {"type": "array", "minItems": 1, "items": _CANDIDATE}),
+        "reference": _about("the candidate the ledger measures every other against (default: the first)",
+                            {"type": "string", "minLength": 1}),
+        "profile_functions": _about("profile the functions after the runs (--profile-functions)", {"type": "boolean"}),
+        "design": _about("solo, pairs (at once, a slot each) or turns (one slot, taking turns): --design",
+                         {"enum": ["solo", "pairs", "turns"]}),
+        "pairing": _about("which sides run together in a round: star or round-robin (--pairing)",
+                          {"enum": ["star", "round-robin"]}),
+        "turn_ms": _about("how long a side's turn lasts in turns (default 25)",
+                          {"type": "number", "exclusiveMinimum": 0}),
+        # earlier versions' names of design, pairing and turn_ms: still read, not documented
         "duet": {"type": "boolean"},
         "duet_pairing": {"enum": ["star", "round-robin"]},
         "duet_share_cpu": {"type": "boolean"},
         "duet_turn_ms": {"type": "number", "exclusiveMinimum": 0},
-        "profile_native": {"type": "boolean"},
-        # the interval half-width a batch's allocation plans for (mbaphases.allocation; default 0.03)
-        "target_half_width": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
-        # py-spy's sampling rate for the profiled runs: lower where native unwinding of many
-        # threads (a large framework) stalls the target at every sample
-        "profile_rate_hz": {"type": "integer", "minimum": 10, "maximum": 1000},
-        # a profiled run this many times slower than the measured runs: its function table is
-        # marked DISTORTED (the sampler's stops, not the program, chose what was caught)
-        "profile_overhead_limit": {"type": "number", "exclusiveMinimum": 1},
-        "profiles": {"type": "object", "minProperties": 1, "additionalProperties": {
+        "profile_native": _about("the function profiles also sample native frames", {"type": "boolean"}),
+        "target_half_width": _about("the interval half-width a batch's allocation plans for (default 0.03)",
+                                    {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}),
+        # lower where native unwinding of many threads (a large framework) stalls the target at every sample
+        "profile_rate_hz": _about("py-spy's sampling rate for the function profiles",
+                                  {"type": "integer", "minimum": 10, "maximum": 1000}),
+        # above it, the sampler's stops, not the program, chose what was caught
+        "profile_overhead_limit": _about("a profiled run this many times slower than the measured runs has its "
+                                         "function table marked DISTORTED", {"type": "number", "exclusiveMinimum": 1}),
+        "profiles": _about("the run sizes, by name", {"type": "object", "minProperties": 1, "additionalProperties": {
             "type": "object", "required": list(PROFILE_KEYS), "additionalProperties": False,
-            "properties": {**{k: _POSITIVE_INT for k in PROFILE_KEYS},
-                           # extra overrides of the target's entry (e.g. the reference target's sim.nthread)
-                           "overrides": {"type": "array", "items": {"type": "string", "pattern": "^[^=]+=.+$"}}}}},
-        "field": {"type": "object", "additionalProperties": False, "properties": {
-            "extras": {"type": "array", "items": {"type": "string", "minLength": 1}},
-            "python": {"type": "string", "pattern": "^3\\.[0-9]+$"},
-            "prepare": {"type": "string"}, "package": {"type": "string", "minLength": 1}}},
-        # the field's published framework: sides name what to install (mbaphases.published)
-        "published": {"type": "object", "additionalProperties": False, "properties": {
-            "repo": {"type": "string", "minLength": 1}, "python": {"type": "string", "pattern": "^3\\.[0-9]+$"},
-            "overrides": _REQUIREMENTS, "assets": {"type": "string", "minLength": 1}}},
-        "ledger": {"type": "object", "additionalProperties": False, "properties": {
-            "additivity_margin": {"type": "number", "exclusiveMinimum": 0, "finite": True},
-            "additivity_margin_ms": {"type": "number", "exclusiveMinimum": 0, "finite": True}}},
-        # a change below this share of the baseline's active time is never marked (mbaphases.tables)
-        "marks": {"type": "object", "additionalProperties": False, "properties": {
-            "min_share": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
-        # the fleet the pair blocks run on (mbaphases.run.executors.blocks; --fleet, --fleet-insecure, --fleet-files)
-        "fleet": {"type": "object", "additionalProperties": False, "properties": {
-            "address": {"type": "string", "minLength": 1}, "insecure": {"type": "boolean"},
-            "files": {"enum": ["shared", "shipped"]}}},
-        "gate": {"type": "object", "additionalProperties": False, "properties": {
-            "threshold": _THRESHOLD, "min_runs": _POSITIVE_INT, "exceptions": {"type": "string", "minLength": 1},
-            "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}}},
+            "properties": {**{k: _about(_PROFILE_ABOUT[k], _POSITIVE_INT) for k in PROFILE_KEYS},
+                           "overrides": _about("extra overrides of the target's entry, each KEY=VALUE (e.g. the "
+                                               "reference target's sim.nthread)",
+                                               {"type": "array", "items": {"type": "string",
+                                                                           "pattern": "^[^=]+=.+$"}})}}}),
+        "field": _about("the field's repository as a target (--field-repo)", {
+            "type": "object", "additionalProperties": False, "properties": {
+                "extras": _about("the package's extras", {"type": "array", "items": {"type": "string", "minLength": 1}}),
+                "python": _about("the environments' python, 3.N", {"type": "string", "pattern": "^3\\.[0-9]+$"}),
+                "prepare": _about("a command run once per environment after its install (e.g. fetching assets)", {"type": "string"}),
+                "package": _about("the repository's package name", {"type": "string", "minLength": 1})}}),
+        "published": _about("the field's published framework as a target: sides name what to install", {
+            "type": "object", "additionalProperties": False, "properties": {
+                "repo": _about("the pin repository made for the sides: one commit a side (default published-sides)",
+                               {"type": "string", "minLength": 1}),
+                "python": _about("the environments' python, 3.N", {"type": "string", "pattern": "^3\\.[0-9]+$"}),
+                "overrides": _about("requirements installed over every side's own", _REQUIREMENTS),
+                "assets": _about("the assets manifest: each asset's registry package and sha256 (default: the "
+                                 "suite's own)", {"type": "string", "minLength": 1})}}),
+        "ledger": _about("what each optimization bought", {
+            "type": "object", "additionalProperties": False, "properties": {
+                "additivity_margin": _about("the interaction a combined candidate may have and still add up, as a "
+                                            "share of the reference's active time per case (default 0.05)",
+                                            {"type": "number", "exclusiveMinimum": 0, "finite": True}),
+                "additivity_margin_ms": _about("the same margin in ms, instead of the share",
+                                               {"type": "number", "exclusiveMinimum": 0, "finite": True})}}),
+        "marks": _about("the attribution's marks", {"type": "object", "additionalProperties": False, "properties": {
+            "min_share": _about("a change below this share of the baseline's active time is never marked",
+                                {"type": "number", "minimum": 0, "exclusiveMaximum": 1})}}),
+        "fleet": _about("the fleet the pair blocks run on (--fleet, --fleet-insecure, --fleet-files)", {
+            "type": "object", "additionalProperties": False, "properties": {
+                "address": _about("ray, HOST:PORT, ray://HOST:PORT, slurm or slurm:PARTITION",
+                                  {"type": "string", "minLength": 1}),
+                "insecure": _about("send blocks to a cluster without token authentication", {"type": "boolean"}),
+                "files": _about("shared (one file system) or shipped (the suite and commits sent)",
+                                {"enum": ["shared", "shipped"]})}}),
+        "gate": _about("the verdict per case", {"type": "object", "additionalProperties": False, "properties": {
+            "threshold": _about("the candidate's throughput at least this share of the baseline's (default 0.90)",
+                                _THRESHOLD),
+            "min_runs": _about("fewest runs a side for a verdict (default 3)", _POSITIVE_INT),
+            "exceptions": _about("the maintainer's exceptions file (TOML)", {"type": "string", "minLength": 1}),
+            "confidence": _about("the level of the intervals the gate decides on (default 0.90)",
+                                 {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})}}),
     },
 }
 

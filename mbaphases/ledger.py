@@ -89,7 +89,7 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
             blocked = _blocked_changes(ref, cnd, case, pr, fits, confidence)
             for key, change in blocked.items():
                 row.update({f"{key}_{k}": v for k, v in change.items()})
-            row["method"] = "through every side's duet pairs (intra-block t)" if blocked else "rank"
+            row["method"] = "through every side's pairs (intra-block t)" if blocked else "rank"
             for key, part in LEDGER_PARTS.items():
                 if key in blocked or pr is None or pc is None or pr[part].isna().all() or pc[part].isna().all():
                     continue

@@ -204,7 +204,7 @@ def overview_markdown(ov: Overview) -> str:
         f"## Ledger: each candidate against {ov.reference}",
         "Change in active ms per vector step (negative: faster), split by phase as in each report's attribution, "
         "each the estimate of its own interval (Hodges-Lehmann of the runs, distribution-free); between sides of a "
-        "round-robin duet batch, the active time, "
+        "round-robin batch, the active time, "
         "physics, update_state and reset_done through every side's pairs (the gate's intra-block fit, on each "
         "figure; its point is the reference's median changed by the fitted ratio).",
         family_text(ov.family, ov.min_share, "this ledger (every candidate, case and column)",

@@ -33,7 +33,7 @@ class Side:
     turns: set[str] = field(default_factory=set)  # runs that shared their CPU with the partner, in turns
     roles: dict[str, int] = field(default_factory=dict)  # run -> its role in its pair (0 took the first turn)
     # of those, runs whose side went on (summary, next case, exit) inside the partner's timed steps
-    # once its own loop ended: their turns record no waited_partner_end_s (docs/noise.md)
+    # once its own loop ended: their turns record no waited_partner_end_s (docs/log/noise.md)
     turns_without_end_wait: set[str] = field(default_factory=set)
     run_hardware: dict[str, dict] = field(default_factory=dict)  # run -> its hardware (mbaphases.comparable)
     run_flags: dict[str, list[str]] = field(default_factory=dict)  # run -> what disturbed it (busy, steal)

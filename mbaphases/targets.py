@@ -134,7 +134,7 @@ def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | Non
         if check.returncode != 0:
             # a new environment, or dependencies that changed: uv resolves them with pip's local wheels
             # (uv_env) and constraints, and compiles them as pip would (about 10 s where pip took 24 s
-            # for the demo target's, docs/measurements.md)
+            # for the demo target's, docs/log/measurements.md)
             _run([uv, "pip", "install", "--python", str(python), "--compile-bytecode", *pip_constraints(), source],
                  f"installing {commit[:12]}'s dependencies")
             record["dependencies"] = "installed by uv"

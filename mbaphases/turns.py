@@ -22,7 +22,7 @@ from pathlib import Path
 TURNS_DIR_ENV, TURNS_ROLE_ENV, TURN_MS_ENV = "MBAPHASES_TURNS_DIR", "MBAPHASES_TURNS_ROLE", "MBAPHASES_TURN_MS"
 # short enough that a case's measured window holds many turns of each side (a slowdown longer
 # than a turn hits both), long enough that a turn holds several of the demo's 3-13 ms steps;
-# 25, 100 and 400 ms give the same ratio as the sides alone (docs/noise.md, "What a shared CPU
+# 25, 100 and 400 ms give the same ratio as the sides alone (docs/log/noise.md, "What a shared CPU
 # does to a ratio"), 25 ms the narrowest spread
 DEFAULT_TURN_MS = 25.0
 
@@ -103,7 +103,7 @@ class Turns:
         until the partner's loop has ended too. Whatever this side did next (its summary, the next
         case's build, its exit) would otherwise run on the shared CPU inside the partner's timed
         steps, and always the slower side's: that read the demo's MBA dev 11-19% slow against main
-        in turns (docs/noise.md, "What a shared CPU does to a ratio")."""
+        in turns (docs/log/noise.md, "What a shared CPU does to a ratio")."""
         (self.folder / f"out{self.case}.{self.role}").write_text(str(time.time()))
         os.write(self.theirs, bytes([self.case % 256]))
         started = time.perf_counter()

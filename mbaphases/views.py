@@ -287,7 +287,7 @@ def decision_block(rep: Report) -> str:
     """The proposed gate, what misses it, what noise or drift leaves undecided with the
     suggested handling, recorded decisions, and an exceptions snippet to paste."""
     g = rep.gate.to_dict("records")
-    how = ("interval of the ratio through every side's duet pairs"
+    how = ("interval of the ratio through every side's pairs"
            if any(str(r.get("method") or "").startswith("intra-block") for r in g)
            else "distribution-free interval of the ratio")
     lines = [f"Proposed gate: candidate throughput >= {rep.threshold:.2f} x baseline on every case, decided on "

@@ -9,8 +9,8 @@ if [ ! -x "$ROOT/.venv/bin/python" ]; then
 fi
 STAMP="$ROOT/.venv/.installed-$(cat "$ROOT/pyproject.toml" "$ROOT"/asv-plugin/pyproject.toml "$ROOT"/asv-plugin/asv_bench_mbaphases/benchmarks/*.py | sha256sum | cut -c1-16)"
 if [ ! -f "$STAMP" ]; then
-    echo "[setup] installing pinned dependencies with uv (torch is the CPU build)" >&2
-    # uv: about 20 s with the bytecode compiled, where pip took about 50 s (docs/measurements.md)
+    echo "[setup] installing pinned dependencies with uv (torch from pip's find-links where configured)" >&2
+    # uv: about 20 s with the bytecode compiled, where pip took about 50 s (docs/log/measurements.md)
     "$ROOT/.venv/bin/python" -m pip install -q "uv>=0.9" >&2
     # uv reads no pip configuration: the local wheels pip is configured with, as mbaphases.targets.uv_env
     # passes them (with them, pyproject's torch pin resolves to their CPU build, not a CUDA one)

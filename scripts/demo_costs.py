@@ -10,14 +10,14 @@ run-to-run range.
 
     python scripts/demo_costs.py --num-envs 64 --rounds 3 --override sim.nthread=1
 
-docs/demo-costs.md is measured at the demo profile's CPUs, as a side of a pair in turns runs (two
+docs/log/demo-costs.md is measured at the demo profile's CPUs, as a side of a pair in turns runs (two
 CPUs, every pool at the profile's two threads):
 
     env OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 NUMBA_NUM_THREADS=2 \
         UNILAB_COLLECTOR_TORCH_THREADS=2 taskset -c 0,1 \
-        python scripts/demo_costs.py --num-envs 64 --rounds 3 --override sim.nthread=1 --out docs/demo-costs.md
+        python scripts/demo_costs.py --num-envs 64 --rounds 3 --override sim.nthread=1 --out docs/log/demo-costs.md
 
-docs/demo-costs-one-cpu.md at a one-CPU side's settings (every pool at one thread, ``taskset -c 1``).
+docs/log/demo-costs-one-cpu.md at a one-CPU side's settings (every pool at one thread, ``taskset -c 1``).
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ whether the ledger marked any other phase (the claim the test made before it tes
 
     python scripts/known_answer_runs.py DIR [DIR ...]
 
-The numbers behind the one-hog log in docs/measurements.md.
+The numbers behind the one-hog log in docs/log/measurements.md.
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ set +e
 # run per case a candidate FAILs, of it and of the baseline, for the function table. Pairs in turns: each pair's two sides on one slot of the
 # profile's CPUs (the demo's two, where the host has them; one on a one-CPU runner, said in the plan),
 # their collector loops taking turns between steps, outside the timed parts, so a slowdown of those
-# CPUs hits both alike; every side once a round (round-robin) (docs/noise.md). --resume: after an
+# CPUs hits both alike; every side once a round (round-robin) (docs/log/noise.md). --resume: after an
 # interrupted job, the run goes on with its batch (its kept runs stay; only what they miss runs)
 mbaphases run --resume --profile-functions --runs 3 --until-decisive --max-runs 5 --budget-min 30 \
     --design turns --pairing round-robin "$@"

@@ -8,7 +8,7 @@ made), then for each version of the package (default: every version the registry
 release's own requirement admits, newest first) installs it without dependencies, as the field's
 swap does, and records what happens: the framework does not import (its error), imports but the
 suite's entry fails the case (the entry's error for that case), or runs. The table is printed as
-markdown (docs/releases.md) and written as JSON with --out. Needs the package registry and uv.
+markdown (docs/log/releases.md) and written as JSON with --out. Needs the package registry and uv.
 """
 from __future__ import annotations
 

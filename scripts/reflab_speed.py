@@ -6,7 +6,7 @@ bookkeeping share of the active window, MBA/direct ratios of throughput and of
 update_state / reset_done, and the raw physics limit (the backend alone
 stepping the same model, envs, substeps and threads).
 
-    python scripts/reflab_speed.py --sizes 256,1024 --repeats 3 --out docs/speed.md
+    python scripts/reflab_speed.py --sizes 256,1024 --repeats 3 --out docs/log/speed.md
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--measure", type=int, default=20)
     p.add_argument("--cases", default=",".join(SEED_CASES))
-    p.add_argument("--out", default="docs/speed.md")
+    p.add_argument("--out", default="docs/log/speed.md")
     a = p.parse_args()
     import torch  # noqa: PLC0415 -- heavy: --help and bad arguments answer without loading it
 

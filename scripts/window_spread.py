@@ -5,7 +5,7 @@ known-answer test's sizes, interleaved rounds, each window length in every round
     python scripts/window_spread.py [--rounds 8] [--steps 40,120]
 
 Prints per side and window: the runs' physics (ms per vector step), their standard deviation and
-the wall time a run took. The numbers behind the known-answer test's 120 steps (docs/measurements.md).
+the wall time a run took. The numbers behind the known-answer test's 120 steps (docs/log/measurements.md).
 """
 from __future__ import annotations
 

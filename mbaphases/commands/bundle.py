@@ -14,13 +14,15 @@ from mbaphases.errors import UsageError
 def add_parser(sub) -> None:
     bd = sub.add_parser("bundle", help="one archive with the sides' raw runs, asv results, pins and report")
     bd.add_argument("--out", required=True, help="the archive to write (.tar.gz)")
+    # the sides and the gate are chosen as `mbaphases report` chooses them
+    same = "as for `mbaphases report`"
     for flag in ("--config", "--pins", "--results", "--machine", "--baseline", "--candidate", "--sides",
                  "--reference", "--exceptions", "--baseline-label", "--candidate-label", "--batch"):
-        bd.add_argument(flag, default="asv.conf.json" if flag == "--config" else None)
+        bd.add_argument(flag, default="asv.conf.json" if flag == "--config" else None, help=same)
     for flag, kind in (("--threshold", float), ("--min-runs", int), ("--confidence", float)):
-        bd.add_argument(flag, type=kind, default=None)
-    bd.add_argument("--dispersion-limit", type=float, default=0.05)
-    bd.add_argument("--cross-machine", action="store_true")
+        bd.add_argument(flag, type=kind, default=None, help=same)
+    bd.add_argument("--dispersion-limit", type=float, default=0.05, help=same)
+    bd.add_argument("--cross-machine", action="store_true", help=same)
     bd.set_defaults(handler=main)
 
 

@@ -8,7 +8,7 @@ from mbaphases.demo_repo import generate, generate_field
 
 def add_parser(sub) -> None:
     d = sub.add_parser("demo-repo", help="(re)generate the demo target repository")
-    d.add_argument("--path", default="demo-target")
+    d.add_argument("--path", default="demo-target", help="where the repository is (re)generated (default: demo-target)")
     d.add_argument("--layout", choices=("demo", "field"), default="demo",
                    help="demo: the demo history; field: a repository shaped like the field's (uv lock, extras, "
                         "entry and configs where its eras put them)")

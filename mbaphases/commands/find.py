@@ -22,8 +22,9 @@ def add_parser(sub) -> None:
     what.add_argument("--phase", default=None, help="a part of the active time: " + ", ".join(find_mod.PARTS))
     what.add_argument("--metric", default=None, help="a whole-run metric: " + ", ".join(find_mod.METRICS))
     f.add_argument("--case", required=True, help="one of the pins' cases")
-    f.add_argument("--config", default="asv.conf.json")
-    f.add_argument("--pins", default="pins.toml")
+    f.add_argument("--config", default="asv.conf.json",
+                   help="asv config: the target repository, results and environments (default: asv.conf.json)")
+    f.add_argument("--pins", default="pins.toml", help="pins file: sides, cases, profiles, design and gate (default: pins.toml)")
     f.add_argument("--profile", default=None, help="profile in the pins file (default: its 'profile')")
     f.add_argument("--runs", type=int, default=None, help="runs per side in each batch (default: pins 'runs')")
     f.add_argument("--max-batches", type=int, default=3,

@@ -16,7 +16,7 @@ from mbaphases.run import prepare
 def add_parser(sub) -> None:
     pb = sub.add_parser("publish", help="asv publish (html/), and every other target's results into html/targets/<name>/; "
                                         "the linked report page is kept and linked again")
-    pb.add_argument("--config", default="asv.conf.json")
+    pb.add_argument("--config", default="asv.conf.json", help="asv config whose results and pages (default: asv.conf.json)")
     pb.set_defaults(handler=main)
 
 

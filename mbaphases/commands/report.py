@@ -33,18 +33,20 @@ def add_parser(sub) -> None:
                          "(its batch record), else asv.conf.json")
     rp.add_argument("--pins", default=None, help="sides, labels, cases and gate defaults (default: pins.toml if present)")
     rp.add_argument("--results", default=None, help="asv results directory (default: from --config)")
-    rp.add_argument("--machine", default=None)
+    rp.add_argument("--machine", default=None, help="asv machine whose runs are read (default: this host's for the profile)")
     rp.add_argument("--baseline", default=None, help="revision: SHA, prefix or branch (default: pins)")
-    rp.add_argument("--candidate", default=None)
+    rp.add_argument("--candidate", default=None, help="revision: SHA, prefix or branch (default: pins)")
     rp.add_argument("--baseline-raw", nargs="+", default=None, help="raw entry JSON files or globs, one per run")
-    rp.add_argument("--candidate-raw", nargs="+", default=None)
+    rp.add_argument("--candidate-raw", nargs="+", default=None, help="as --baseline-raw, for the candidate")
     rp.add_argument("--sides", default=None, help="comma list of candidate labels to report (default: every candidate in the pins)")
     rp.add_argument("--reference", default=None,
                     help="the ledger's reference candidate (default: pins 'reference', else the first candidate)")
-    rp.add_argument("--baseline-label", default=None)
-    rp.add_argument("--candidate-label", default=None)
-    rp.add_argument("--threshold", type=float, default=None)
-    rp.add_argument("--min-runs", type=int, default=None)
+    rp.add_argument("--baseline-label", default=None, help="the baseline's name in the tables (default: pins)")
+    rp.add_argument("--candidate-label", default=None, help="the candidate's name in the tables (default: pins)")
+    rp.add_argument("--threshold", type=float, default=None,
+                    help="the gate: candidate throughput at least this share of the baseline's (default: pins "
+                         "gate.threshold, 0.90)")
+    rp.add_argument("--min-runs", type=int, default=None, help="fewest runs a side for a verdict (default: pins gate.min_runs, 3)")
     rp.add_argument("--confidence", type=float, default=None,
                     help="confidence of the ratio's interval the gate decides on (default: pins gate.confidence, 0.90)")
     rp.add_argument("--exceptions", default=None, help="maintainer's exceptions file (TOML)")
@@ -55,7 +57,7 @@ def add_parser(sub) -> None:
     rp.add_argument("--batch", default=None,
                     help="comma list of batch IDs: only their runs (default: every batch; the gate compares the "
                          "sides inside each batch both ran in)")
-    rp.add_argument("--quiet", action="store_true")
+    rp.add_argument("--quiet", action="store_true", help="print nothing but errors (the files are written)")
     rp.add_argument("--bundle", default=None, help="an evidence bundle (mbaphases bundle) instead of other inputs")
     rp.set_defaults(handler=report_command)
 

@@ -12,8 +12,9 @@ from mbaphases.run import batch, prepare
 
 def add_parser(sub) -> None:
     r = sub.add_parser("run", help="the formal A/B run with asv (locked, interleaved, raw runs kept)")
-    r.add_argument("--config", default="asv.conf.json")
-    r.add_argument("--pins", default="pins.toml")
+    r.add_argument("--config", default="asv.conf.json",
+                   help="asv config: the target repository, results and environments (default: asv.conf.json)")
+    r.add_argument("--pins", default="pins.toml", help="pins file: sides, cases, profiles, design and gate (default: pins.toml)")
     r.add_argument("--profile", default=None, help="profile in the pins file (default: its 'profile')")
     r.add_argument("--runs", type=int, default=None, help="independent runs per side (default: pins 'runs')")
     r.add_argument("--machine", default=None,

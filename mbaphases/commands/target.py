@@ -83,11 +83,12 @@ def add_design_arguments(parser) -> None:
                              "'round-robin' runs every side once a round (default: pins 'pairing', star)")
     parser.add_argument("--turn-ms", type=float, default=None,
                         help="turns: how long a side's turn lasts (default: pins 'turn_ms', else 25)")
-    parser.add_argument("--duet", action=argparse.BooleanOptionalAction, default=None,
-                        help="alias: --duet is the pins' paired design (else --design pairs), --no-duet --design solo")
-    parser.add_argument("--duet-share-cpu", action=argparse.BooleanOptionalAction, default=None,
-                        help="alias: --design turns; --no-duet-share-cpu: --design pairs")
-    parser.add_argument("--duet-pairing", dest="pairing", choices=design_mod.PAIRINGS, help="alias of --pairing")
+    # earlier versions' flags, still accepted so that stored commands keep working, not shown:
+    # --duet is the pins' paired design (else pairs), --no-duet solo; --duet-share-cpu turns,
+    # --no-duet-share-cpu pairs; --duet-pairing is --pairing
+    parser.add_argument("--duet", action=argparse.BooleanOptionalAction, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--duet-share-cpu", action=argparse.BooleanOptionalAction, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--duet-pairing", dest="pairing", choices=design_mod.PAIRINGS, help=argparse.SUPPRESS)
 
 
 def add_fleet_arguments(parser) -> None:

@@ -90,7 +90,7 @@ def settle(pins: dict, asked: str | None = None, *, duet: bool | None = None, sh
         kind, why = pinned, f"the pins' design ({pins['path'] if 'path' in pins else 'pins'})"
     elif takes_turns:
         kind, why = "turns", ("default: the entry takes turns, and pairs in turns is the design a shared host "
-                              "decides with (docs/noise.md)")
+                              "decides with (docs/log/noise.md)")
     else:
         kind, why = "solo", f"default: the entry of {target} does not take turns"
     pairing = pairing or pins.get("pairing") or pins.get("duet_pairing") or "star"

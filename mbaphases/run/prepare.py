@@ -14,11 +14,11 @@ import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 
-from mbaphases import formal_lock, hardware, targets
+from mbaphases import exits, formal_lock, hardware, targets
 from mbaphases.errors import UsageError
 
 LockBusy = formal_lock.LockBusy
-EXIT_LOCK_TIMEOUT = 75  # EX_TEMPFAIL: another formal run kept the machine
+EXIT_LOCK_TIMEOUT = exits.LOCK_TIMEOUT
 
 
 @contextmanager

@@ -3,7 +3,7 @@
 A round-robin duet batch runs every side once a round, two at a time, so two sides meet directly
 only once in n-1 rounds: too few pairs for a paired interval of their own. Every pair shares its
 time slot, though, and a slowdown of the host during it hits both of its runs (measured on a
-shared 2-core VM: 25-30% for about half a minute, on both CPUs at once; docs/noise.md). The
+shared 2-core VM: 25-30% for about half a minute, on both CPUs at once; docs/log/noise.md). The
 least-squares fit, per case, of
 
     log(value) = side + pair + CPU + error

@@ -13,7 +13,7 @@ from mbaphases.demo_repo import generate
 
 pytestmark = pytest.mark.slow(seconds=90)  # real asv runs and physics: minutes
 
-# MBA dev's largest slowdown on one CPU (about 0.67 of main's throughput, docs/measurements.md):
+# MBA dev's largest slowdown on one CPU (about 0.67 of main's throughput, docs/log/measurements.md):
 # four pairs at the script's default profile (the demo's) decide it: with three, its interval's upper end
 # reached 0.656, 0.836 and 0.735 in three runs on this host
 CASE = "flashsac/go2_joystick_flat/mujoco"

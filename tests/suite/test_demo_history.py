@@ -29,7 +29,7 @@ ROUNDS = 12
 ROUNDS_PER_BATCH = 4  # as the suite's batches: one `mbaphases run` of a few interleaved rounds
 # one physics thread: less jitter; episodes of 5 control steps: several resets per step; 120
 # measured steps: with another process spinning, a run's physics varies half as much as at 40
-# steps (sd 0.44 against 0.81 ms, docs/measurements.md) for a fifth more time a run
+# steps (sd 0.44 against 0.81 ms, docs/log/measurements.md) for a fifth more time a run
 MEASURE_STEPS = 120
 ENTRY = "scripts/benchmark/rl/benchmark_offpolicy_collector_active.py"
 ENTRY_ENV = {"UNILAB_COLLECTOR_TORCH_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
@@ -46,7 +46,7 @@ CONFIDENCE = 0.90
 STORY = ("physics", "update_state", "reset_done")
 # The ledger selects its marks at a false discovery rate of 10%: with this family's seven real
 # changes an unchanged phase is marked about one time in twenty, so "no other phase marked" fails
-# with nothing wrong (2 of 20 fixtures in the one-hog log, docs/measurements.md). What must not be is an
+# with nothing wrong (2 of 20 fixtures in the one-hog log, docs/log/measurements.md). What must not be is an
 # optimization's change showing up in a phase it does not touch (a leak of the attribution): the
 # six other phases are tested at a family-wise 0.1%, split evenly (Bonferroni).
 LEAK_FAMILY_ALPHA = 0.001
@@ -102,7 +102,7 @@ def blocked_side(runs, name):
     """A commit's runs in batches of consecutive rounds, as the suite records them: a shift of the
     shared host between batches cancels in the within-batch comparisons. Not one batch per round:
     with one run a side per batch the stratified interval is the sign test's, which a few runs
-    slowed by another process push past 0 (measured: docs/measurements.md)."""
+    slowed by another process push past 0 (measured: docs/log/measurements.md)."""
     s = side(runs, name)
     s.batches = {path: f"batch{k // ROUNDS_PER_BATCH + 1}" for k, path in enumerate(runs[1][name])}
     return s

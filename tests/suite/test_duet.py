@@ -79,7 +79,7 @@ def test_an_aa_duet_runs_in_pairs_on_two_cpus_and_never_fails(aa, tmp_path):
     summary = summary_of(r, tmp_path / "rep")
     for case in summary["cases"]:
         assert case["gate"] != "FAIL", case  # the same code cannot be 10% slower than itself
-        assert f"paired over {ROUNDS} duet pairs" in case["gate_detail"]["note"], case["gate_detail"]
+        assert f"paired over {ROUNDS} pairs" in case["gate_detail"]["note"], case["gate_detail"]
     batch = json.loads(next((suite / "raw-runs" / "duetbox" / "batches").glob("*.json")).read_text())
     assert batch["duet"]["pairs"] == [["main direct", "main again"]]
 
@@ -95,7 +95,7 @@ def test_a_batch_plans_its_steps_and_rounds_from_the_machines_earlier_pairs(aa):
     p = run_mbaphases(suite, "run", "--duet", "--profile", "aa", "--runs", "2", "--machine", "planbox")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     said = [line for line in p.stdout.splitlines() if line.startswith("allocation")]
-    assert said[0].startswith(f"allocation (duet (star), from {ROUNDS} earlier pairs a case on this machine)"), said
+    assert said[0].startswith(f"allocation (pairs (star), from {ROUNDS} earlier pairs a case on this machine)"), said
     (record,) = [json.loads(r.read_text()) for r in (suite / "raw-runs" / "planbox" / "batches").glob("*.json")]
     plan = record["allocation"]
     assert sorted(x["case"] for x in plan["cases"]) == sorted(CASES)

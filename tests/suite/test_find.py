@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow(seconds=330)  # real asv runs, installs or physics
 CASE = "sac/g1_motion_tracking/mujoco"
 # the known-answer sizes (tests/suite/test_demo_history.py): one physics thread, episodes of 5 control
 # steps, 120 measured steps (with another process beside it, as the other test stream is, a run's
-# physics varies half as much as at 40: docs/measurements.md); a search adds batches until decisive
+# physics varies half as much as at 40: docs/log/measurements.md); a search adds batches until decisive
 PROFILE = """
 [profiles.bisect]
 num_envs = 16

@@ -243,7 +243,7 @@ def test_gate_decides_on_duet_pairs_and_shows_the_unpaired_view(tmp_path):
     b = load.load_raw_side("b", duet_runs(tmp_path, "b", base, pairs))
     c = load.load_raw_side("c", duet_runs(tmp_path, "c", cand, pairs))
     g = analysis.build(b, c, threshold=0.90, min_runs=3).gate.iloc[0]
-    assert "paired over 8 duet pairs" in g.note and "unpaired view" in g.note and "in turns" not in g.note
+    assert "paired over 8 pairs" in g.note and "unpaired view" in g.note and "in turns" not in g.note
     assert g.gate == "PASS" and 0.93 < g.lower <= g.estimate <= g.upper < 0.97
     # the same pairs in turns on one CPU: these runs name no profile nor CPU count, so no bias is
     # corrected and the error of the largest correction on record is added in quadrature (said in the
@@ -637,7 +637,7 @@ def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path, s
         g = analysis.build(sides["base"], sides[name], 0.90, 3, duet=comparable.DuetBatch(list(sides.values()))).gate.iloc[0]
         ratio = truth[name] / truth["base"]
         assert g.gate == want and abs(g.estimate / ratio - 1) < 0.02 and g.method.startswith("intra-block"), (name, g.to_dict())
-        assert "duet pairs of every side" in g.note and "unpaired view" in g.note and "in turns" not in g.note
+        assert "pairs of every side" in g.note and "unpaired view" in g.note and "in turns" not in g.note
         assert math.log(g.unpaired["upper"] / g.unpaired["lower"]) > 3 * math.log(g.upper / g.lower)
     # the same pairs in turns on one CPU: through the fit, widened by the turn-bias bound; under the
     # first protocol the runs decide nothing
@@ -711,7 +711,7 @@ def test_the_ledger_of_round_robin_sides_reads_each_phase_through_every_pair(tmp
     fits = ledger.part_fits(list(sides.values()))
     table, _ = ledger.ledger_table(sides["dev"], [sides["opt"], sides["other"]], [CASE], 0.90, fits=fits)
     opt = table[table.candidate == "opt"].iloc[0]
-    assert opt.method.startswith("through every side's duet pairs")
+    assert opt.method.startswith("through every side's pairs")
     # in ms at the reference's median pace (its runs' median slot, here about x1.1)
     assert opt.physics_clear and -1.4 < opt.physics_lower_ms < opt.physics_ms < opt.physics_upper_ms < -0.8, opt.to_dict()
     assert not opt.update_state_clear

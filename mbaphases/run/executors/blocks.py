@@ -438,7 +438,7 @@ class FleetExecutor:
         self.say(f"{self.tag.split()[0]} {len(queue)} block{'s' if len(queue) != 1 else ''} on {width} slot"
                  + ("s" if width != 1 else "") + (" (the suite's folder, the commits and the sides' locks sent to the "
                                                   "nodes)" if self.files == "shipped" else ""))
-        began = time.time()
+        began, stored_before = time.time(), len(self.blocks)
         pending: dict = {}
         rc = 0
         try:
@@ -453,7 +453,7 @@ class FleetExecutor:
                     break
                 ended = self.backend.wait(list(pending))
                 item = pending.pop(ended)
-                code, elsewhere = self._ended(item, ended, began, len(pending) + len(queue))
+                code, elsewhere = self._ended(item, ended, began, len(pending) + len(queue), stored_before)
                 if elsewhere is not None:
                     pending[self._submit(design, item, pair_count, attempt, trees, elsewhere)] = item
                 rc = code or rc
@@ -469,8 +469,9 @@ class FleetExecutor:
         return self.backend.submit(self._spec(design, item, pair_count, attempt, trees),
                                    (self.shipped or {}).get("bundle"), node)
 
-    def _ended(self, item: tuple, ref, began: float, left: int) -> tuple[int, str | None]:
-        """One block's end: stored (unless lost, or from a node whose hardware changed), a line said.
+    def _ended(self, item: tuple, ref, began: float, left: int, stored_before: int) -> tuple[int, str | None]:
+        """One block's end: stored (unless lost, or from a node whose hardware changed), a line said; the
+        rate is this call's (``began``, and the blocks stored before it, of earlier rounds, left out).
         Returns its exit status, and the node to run it on instead where its own refused the batch."""
         try:
             finished = self.backend.result(ref)
@@ -496,7 +497,7 @@ class FleetExecutor:
         cpus = ",".join(map(str, finished["cpus"]))
         where = f"CPU {cpus}" if self.one_machine else f"node {finished['node'][:8]} ({finished['machine']}, CPU {cpus})"
         self.say(f"{self.tag} {item[0]} ended on {where}: {len(stored)} runs kept; {left} left"
-                 + (f", about {left * elapsed / len(self.blocks):.0f} s at the rate so far" if left else ""))
+                 + (f", about {left * elapsed / (len(self.blocks) - stored_before):.0f} s at the rate so far" if left else ""))
         return max(finished["codes"]), None
 
     def _refused(self, item: tuple, finished: dict) -> tuple[int, str | None]:
