@@ -101,13 +101,16 @@ def _locked(path: Path):
 
 def checkouts(cache: Path, repo_key: str, shas: list[str], bundle_bytes: bytes) -> Path:
     """The commits checked out on this node (from the bundle where its repository lacks them); returns
-    the folder holding one checkout per commit."""
+    the folder holding one checkout per commit. Each commit is named by a ref of its own: one that
+    arrived only as another's history (a parent) is fetched again, so that it is kept however the
+    refs of earlier batches go."""
     repo = cache / "repos" / repo_key
     if not (repo / ".git").is_dir():
         repo.mkdir(parents=True, exist_ok=True)
         _git(repo, "init", "-q")
-    missing = [s for s in shas if subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{s}^{{commit}}"],
-                                                  capture_output=True, check=False).returncode != 0]
+    missing = [s for s in shas if subprocess.run(["git", "-C", str(repo), "rev-parse", "-q", "--verify",
+                                                  f"{BUNDLE_REFS}/{s}^{{commit}}"],
+                                                 capture_output=True, check=False).returncode != 0]
     if missing:
         with tempfile.NamedTemporaryFile(dir=cache, suffix=".bundle") as f:
             f.write(bundle_bytes)
