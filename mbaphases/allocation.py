@@ -46,7 +46,7 @@ class CaseNoise:
 @dataclass
 class Design:
     """How a batch compares two sides. ``per_side_var``: the log ratio's variance per run a side,
-    in units of one run's (one pair's) variance: 2 for independent runs of two sides, 1 for a duet
+    in units of one run's (one pair's) variance: 2 for independent runs of two sides, 1 for a pair
     pair of the two, 2(n-1)/n for a round-robin of n sides (each comparison through every side's
     pairs, the block fit: n-1 rounds meet every two sides once)."""
     name: str
@@ -58,7 +58,7 @@ class Design:
 
     def df(self, runs: int) -> int:
         """The interval's degrees of freedom at ``runs`` a side: a round-robin's block fit has n/2
-        pairs a round less the n-1 sides' effects; a duet pair stratum one less than its pairs;
+        pairs a round less the n-1 sides' effects; a pair stratum one less than its pairs;
         two sides' own runs two less than their runs."""
         if self.round_robin:
             return runs * (self.sides // 2) - (self.sides - 1)

@@ -84,9 +84,9 @@ def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int 
           dispersion_limit: float = 0.05, pinned_cases: list[str] | None = None, input_kind: str = "asv",
           cross_machine: bool = False, confidence: float = DEFAULT_CONFIDENCE,
           notes: list[str] | None = None, min_share: float = tables.MIN_SHARE,
-          duet: comparable.DuetBatch | None = None) -> Report:
-    """``duet``: every side of the comparison's batches (the baseline and all candidates) with the
-    fit of their duet pairs, through which round-robin sides are gated."""
+          paired: comparable.PairedBatch | None = None) -> Report:
+    """``paired``: every side of the comparison's batches (the baseline and all candidates) with the
+    fit of their pairs, through which round-robin sides are gated."""
     (b, b_note), (c, c_note) = comparable.current_protocol(b), comparable.current_protocol(c)
     # only the batches both sides ran in are compared (mbaphases.comparable)
     b, c, batch_notes = comparable.pair(b, c)
@@ -100,14 +100,14 @@ def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int 
     hw = hardware_differences(b, c)
     gate_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {},
                                   hardware_diff=None if cross_machine else hw, confidence=confidence,
-                                  block_fits=duet.fits if duet else None)
+                                  block_fits=paired.fits if paired else None)
     robustness(gate_rows, b, c, cases, threshold, min_runs, exceptions or {},
-               None if cross_machine else hw, confidence, duet)
+               None if cross_machine else hw, confidence, paired)
     # a case's FAIL speaks for the candidate at the family's level (gate.verdict)
     family_level = gate_mod.family_confidence(confidence, gate_rows)
     family_rows = gate_mod.evaluate(b, c, cases, threshold, min_runs, exceptions or {},
                                     hardware_diff=None if cross_machine else hw, confidence=family_level,
-                                    block_fits=duet.fits if duet else None)
+                                    block_fits=paired.fits if paired else None)
     for row, at_family in zip(gate_rows, family_rows):
         row.update(family_confidence=family_level, family_gate=at_family["gate"])
     notes.append("verdict: " + gate_mod.verdict_rule(confidence, family_level, gate_mod.cases_with_interval(gate_rows)))
@@ -120,10 +120,10 @@ def build(b: Side, c: Side, threshold: float = DEFAULT_THRESHOLD, min_runs: int 
 
 
 def robustness(gate_rows: list[dict], b: Side, c: Side, cases: list[str], threshold: float, min_runs: int,
-               exceptions, hardware_diff, confidence: float, duet: comparable.DuetBatch | None = None) -> None:
+               exceptions, hardware_diff, confidence: float, paired: comparable.PairedBatch | None = None) -> None:
     """Per gate row, in place: the gate again without the runs flagged BUSY or STEAL
     (``without_flagged``: the status then, None where no run of the case was flagged), the same
-    way (through the duet pairs, refitted without them, where the row was). The flagged runs stay
+    way (through the pairs, refitted without them, where the row was). The flagged runs stay
     in the verdict; this says whether it depends on them."""
     def flagged(side, case):
         runs = set(side.values.run[side.values.case == case]) | set(side.failed.run[side.failed.case == case])
@@ -137,7 +137,7 @@ def robustness(gate_rows: list[dict], b: Side, c: Side, cases: list[str], thresh
             continue
         kept_b = b.restrict([r for r in b.runs() if r not in fb])
         kept_c = c.restrict([r for r in c.runs() if r not in fc])
-        fits = duet.without_runs([kept_b, kept_c]).fits if duet else None
+        fits = paired.without_runs([kept_b, kept_c]).fits if paired else None
         (again,) = gate_mod.evaluate(kept_b, kept_c, [row["case"]], threshold, min_runs, exceptions,
                                      hardware_diff=hardware_diff, confidence=confidence, block_fits=fits)
         row["without_flagged"] = again["gate"]
@@ -208,10 +208,10 @@ def build_per_hardware(baseline: Side, candidates: list[Side], s: Settings) -> l
     (unit, its reports, its overview or None)."""
     built = []
     for unit in comparable.by_hardware(baseline, candidates, s.min_runs):
-        duet = comparable.DuetBatch([unit.baseline, *unit.candidates])
+        paired = comparable.PairedBatch([unit.baseline, *unit.candidates])
         reps = [build(unit.baseline, c, s.threshold, s.min_runs, s.exceptions, s.dispersion_limit, s.pinned_cases,
                       s.input_kind, cross_machine=s.cross_machine, confidence=s.confidence,
-                      notes=s.notes + unit.notes, min_share=s.min_share, duet=duet) for c in unit.candidates]
+                      notes=s.notes + unit.notes, min_share=s.min_share, paired=paired) for c in unit.candidates]
         overview = None
         if len(reps) > 1:
             overview = build_overview(reps, s.reference, s.combines, s.history, unit.candidates, s.margin_share,

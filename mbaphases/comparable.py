@@ -10,9 +10,9 @@
   (the gate combines them as strata, mbaphases.stats), so drift between
   batches neither widens nor biases the comparison; a batch in which only one
   side ran is left out, and the report says so.
-* Duet pairs: two sides that ran at least MIN_PAIRS pairs together are compared
+* Pairs: two sides that ran at least MIN_PAIRS pairs together are compared
   pair by pair; sides that met in fewer (a round-robin) are compared through
-  every pair of every side, each pair's time slot a block (block_fits).
+  every pair of every side, each pair a block (block_fits).
 """
 from __future__ import annotations
 
@@ -186,13 +186,13 @@ def turns_class(b: Side, c: Side, runs_b, runs_c) -> tuple[str | None, str | Non
     return b.pins.get("name"), hw.get("cpu"), hw.get("run_cpus")
 
 
-# the fewest duet pairs worth their own strata: with 4, no 90% signed-rank interval is narrower
+# the fewest pairs worth their own strata: with 4, no 90% signed-rank interval is narrower
 # than the pairs' range, while each 1-v-1 stratum takes its two runs out of the batch's
 MIN_PAIRS = 5
 
 
 def block_runs(b: Side, c: Side, runs_b, runs_c, paired: bool = True) -> list[tuple[list[str], list[str]]]:
-    """The strata the sides are compared in, among the runs given: each duet pair of the two
+    """The strata the sides are compared in, among the runs given: each pair of the two
     (their runs at the same time: one run each), when they ran at least MIN_PAIRS such pairs;
     then per batch both ran in, the runs outside such pairs (paired with other sides: still runs
     of the same batch, so every run counts). One block when the batches are not recorded."""
@@ -225,25 +225,25 @@ def block_values(run_blocks: list[tuple[list[str], list[str]]], values_b: dict[s
 
 def blocks(b: Side, c: Side, values_b: dict[str, float], values_c: dict[str, float],
            paired: bool = True) -> list[tuple[list, list]]:
-    """Per stratum (duet pair, else batch both ran in): (baseline values, candidate values), from
+    """Per stratum (pair, else batch both ran in): (baseline values, candidate values), from
     run -> value maps; ``paired=False``: per batch only, the unpaired view of the same runs."""
     return block_values(block_runs(b, c, values_b, values_c, paired), values_b, values_c)
 
 
 def direct_pairs(b: Side, c: Side) -> list[str]:
-    """The duet pairs in which these two sides ran against each other."""
+    """The pairs in which these two sides ran against each other."""
     return sorted(set(b.pairs.values()) & set(c.pairs.values()))
 
 
 def all_paired(side: Side) -> bool:
-    """Every run of the side ran in a duet pair."""
+    """Every run of the side ran in a pair."""
     runs = side.runs()
     return bool(runs) and all(r in side.pairs for r in runs)
 
 
 def through_pairs(b: Side, c: Side) -> bool:
     """Whether two sides are compared through every side's pairs (block_fits): every run of both
-    ran in a duet pair, and they met in fewer than MIN_PAIRS of them (with as many, their own pairs
+    ran in a pair, and they met in fewer than MIN_PAIRS of them (with as many, their own pairs
     decide, distribution-free)."""
     return all_paired(b) and all_paired(c) and len(direct_pairs(b, c)) < MIN_PAIRS
 
@@ -257,22 +257,22 @@ def pair_contrast(fit: blocks_mod.Fit | None, b: Side, c: Side, confidence: floa
 
 
 @dataclass
-class DuetBatch:
-    """Every side of a comparison's batches with, per case, the intra-block fit of their duet runs
+class PairedBatch:
+    """Every side of a comparison's batches with, per case, the intra-block fit of their paired runs
     (made once for all the candidates compared in it)."""
     sides: list[Side]
 
     def __post_init__(self):
         self.fits = block_fits([current_protocol(s)[0] for s in self.sides])
 
-    def without_runs(self, kept: list[Side]) -> DuetBatch:
+    def without_runs(self, kept: list[Side]) -> PairedBatch:
         """The same batch with the sides in ``kept`` (by revision) narrowed to their runs there."""
         by_revision = {s.revision: s for s in kept}
-        return DuetBatch([by_revision.get(s.revision, s) for s in self.sides])
+        return PairedBatch([by_revision.get(s.revision, s) for s in self.sides])
 
 
 def block_fits(sides: list[Side], metric: str = "throughput") -> dict[str, blocks_mod.Fit]:
-    """Per case, the intra-block fit (mbaphases.stats.blocks) of every duet run of these sides,
+    """Per case, the intra-block fit (mbaphases.stats.blocks) of every paired run of these sides,
     each side known by its revision, with the CPU each run had and its role in its pair (which took
     the first turn); cases without enough pairs have none."""
     rows: dict[str, list[tuple]] = {}

@@ -165,7 +165,7 @@ class Measurer:
         step_pins = {**self.pins, "cases": [self.case],
                      "baseline": {"ref": points[0].sha, "label": points[0].label},
                      "candidates": [{"ref": p.sha, "label": p.label} for p in points[1:]]}
-        # in duet runs every two of the step's points pair up: the first candidate as the reference
+        # in paired runs every two of the step's points pair up: the first candidate as the reference
         # makes the runner pair the others with it as well as with the baseline
         step_pins["reference"] = points[1].label
         before = set(self._batch_records())

@@ -5,7 +5,7 @@ interval of the ratio candidate / baseline at the stated confidence (default
 90%; see mbaphases.stats.intervals):
 Runs are compared only on one hardware and, where batches are recorded, inside
 the batches both sides ran in, combined as strata (van Elteren's stratified
-rank statistic and its Hodges-Lehmann interval; mbaphases.comparable). Duet runs
+rank statistic and its Hodges-Lehmann interval; mbaphases.comparable). Paired runs
 of sides that met in fewer than MIN_PAIRS pairs (a round-robin) are compared
 through every pair of the batch, each pair's slot a block (the intra-block
 least-squares fit, a t interval; mbaphases.stats.blocks), with the unpaired
@@ -102,7 +102,7 @@ def evaluate(b: Side, c: Side, cases: list[str], threshold: float, min_runs: int
              block_fits: dict[str, blocks_mod.Fit] | None = None) -> list[dict]:
     """``hardware_diff``: hardware the sides differ in and that was not declared intended;
     absolute throughputs from different machines are not comparable. ``block_fits``: per case,
-    the intra-block fit of every side's duet runs (mbaphases.comparable.block_fits)."""
+    the intra-block fit of every side's paired runs (mbaphases.comparable.block_fits)."""
     rows = []
     for case in cases:
         xb, xc = per_run(b, "throughput", case), per_run(c, "throughput", case)

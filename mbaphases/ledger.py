@@ -44,13 +44,13 @@ DEFAULT_MARGIN_SHARE = 0.05
 LEDGER_PARTS = {"delta_sum": "active", "physics": "physics", "update_state": "update_state",
                 "reset_done": "reset_done", "other": "other"}
 # the parts that are one figure of the entry's (positive: a ratio model applies), by its metric;
-# round-robin duet sides are compared on them through every side's pairs (mbaphases.stats.blocks)
+# round-robin sides are compared on them through every side's pairs (mbaphases.stats.blocks)
 BLOCK_METRICS = {"delta_sum": "active_ms", "physics": "physics_ms", "update_state": "update_state_ms",
                  "reset_done": "reset_done_ms"}
 
 
 def part_fits(sides: list[Side]) -> dict[str, dict]:
-    """Per ledger column of BLOCK_METRICS: per case, the intra-block fit of every side's duet runs."""
+    """Per ledger column of BLOCK_METRICS: per case, the intra-block fit of every side's paired runs."""
     return {key: comparable.block_fits(sides, metric) for key, metric in BLOCK_METRICS.items()}
 
 
@@ -66,7 +66,7 @@ def ledger_table(reference: Side, candidates: list[Side], cases: list[str], conf
                  min_share: float = tables.MIN_SHARE, fits: dict[str, dict] | None = None
                  ) -> tuple[pd.DataFrame, intervals.FamilyMarks]:
     """Every candidate against the reference, case by case; the whole ledger is one family of
-    changes (mbaphases.tables.mark_family). ``fits`` (part_fits): round-robin duet sides' changes
+    changes (mbaphases.tables.mark_family). ``fits`` (part_fits): round-robin sides' changes
     of the entry's own figures (active time, physics, update_state, reset_done) come from the
     intra-block fit: their point, interval and p-value (the reference's median changed by the
     fitted ratio); "other", a remainder of several figures, keeps its rank interval."""

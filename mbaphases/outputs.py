@@ -16,7 +16,7 @@ from mbaphases.views import (
     FUNCTIONS_TEXT,
     PHASE_LABELS,
     _md,
-    decision_block,
+    decision_section,
     family_text,
     generated_at,
     hardware_verdicts,
@@ -82,7 +82,7 @@ def summary(rep: Report) -> dict:
                                                   "flagged_runs", "without_flagged", "turn_bias", "turn_bias_se",
                                                   "turn_bias_source", "family_confidence", "family_gate")}
             | {"strata_text": g.get("strata_text") if isinstance(g.get("strata_text"), str) else None,
-               # duet pairs: the same runs' interval as if unpaired, beside the paired one
+               # pairs: the same runs' interval as if unpaired, beside the paired one
                "unpaired": g.get("unpaired") if isinstance(g.get("unpaired"), dict) else None,
                # pairs in turns: the interval (and its estimate) before the turn bias was corrected
                "before_turn_bias": g.get("before_turn_bias") if isinstance(g.get("before_turn_bias"), dict) else None},
@@ -153,7 +153,7 @@ def markdown(rep: Report) -> str:
         "## Environment and pinned parameters (≠: differs between the sides)", _md(v["environment"]),
         "## Definitions", "\n".join(f"- **{k}**: {t}" for k, t in DEFINITIONS.items() if k != "gate"),
         "### Gate rule\n" + DEFINITIONS["gate"],
-        "## For the maintainer: decision", decision_block(rep),
+        "## For the maintainer: decision", decision_section(rep),
     ]
     return "\n\n".join(parts) + "\n"
 
@@ -227,7 +227,7 @@ def overview_markdown(ov: Overview) -> str:
                   "of this spread would need).", _md(v["additivity"])]
     parts += ["## History (first-parent order)", " → ".join(ov.history)]
     for r in ov.reports:
-        parts += [f"## {r.candidate.label}: decision", decision_block(r)]
+        parts += [f"## {r.candidate.label}: decision", decision_section(r)]
     return "\n\n".join(parts) + "\n"
 
 

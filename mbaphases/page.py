@@ -39,7 +39,7 @@ document.body.dataset.images=ok+'/'+imgs.length;document.body.dataset.errors=win
 
 
 def markdown_to_html(text: str) -> str:
-    """The decision block's few forms: paragraphs, bullets, a fenced snippet, `code`, **bold**."""
+    """The decision section's few forms: paragraphs, bullets, a fenced snippet, `code`, **bold**."""
     out = []
     for block in text.split("\n\n"):
         if block.startswith("```"):
@@ -127,7 +127,7 @@ def write_page(rep: analysis.Report, out: Path) -> Path:
         functions=len(rep.functions) > 0, functions_text=views.FUNCTIONS_TEXT,
         flames=[(case, _svg_src(svg)) for case, svg in rep.flames.items()],
         run_notes=[(s.label, n) for s in (b, c) for n in s.notes], raw_links=_copy_raw(rep, out),
-        decision=Markup(markdown_to_html(views.decision_block(rep))), definitions=list(views.DEFINITIONS.items())))
+        decision=Markup(markdown_to_html(views.decision_section(rep))), definitions=list(views.DEFINITIONS.items())))
     outputs.write(rep, out)
     return page
 

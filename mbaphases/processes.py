@@ -69,7 +69,7 @@ def end_session(sid: int, grace_s: float = GRACE_S) -> list[int]:
     for pid in found:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-            os.kill(pid, signal.SIGCONT)  # a duet side held at its barrier (stopped) takes the TERM now
+            os.kill(pid, signal.SIGCONT)  # a paired side held at its barrier (stopped) takes the TERM now
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and session_members(sid):
         time.sleep(0.1)

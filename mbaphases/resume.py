@@ -46,7 +46,7 @@ def runs_done(metas: list[dict], batch: str) -> Counter:
 
 
 def pairs_done(metas: list[dict], batch: str) -> set[str]:
-    """Duet pairs of the batch (``<batch>/r<k>p<i>``) of which both sides completed their run."""
+    """Pairs of the batch (``<batch>/r<k>p<i>``) of which both sides completed their run."""
     sides_of = Counter((m.get("duet") or {}).get("pair") for m in metas if m.get("batch") == batch)
     return {pair.split("/", 1)[1].split(".")[0] for pair, n in sides_of.items() if pair and n >= 2}
 

@@ -28,8 +28,8 @@ class Side:
     hardware: dict = field(default_factory=dict)  # machine, cpu, logical_cpus, gpu (where recorded)
     run_digests: dict[str, str] = field(default_factory=dict)  # run file path -> sha256 of its content
     batches: dict[str, str] = field(default_factory=dict)  # run -> batch (one `mbaphases run` invocation)
-    pairs: dict[str, str] = field(default_factory=dict)  # run -> its duet pair (the partner ran at the same time)
-    cpus: dict[str, int] = field(default_factory=dict)  # run -> the CPU its duet run had to itself
+    pairs: dict[str, str] = field(default_factory=dict)  # run -> its pair (the partner ran at the same time)
+    cpus: dict[str, int] = field(default_factory=dict)  # run -> the CPU its paired run had to itself
     turns: set[str] = field(default_factory=set)  # runs that shared their CPU with the partner, in turns
     roles: dict[str, int] = field(default_factory=dict)  # run -> its role in its pair (0 took the first turn)
     # of those, runs whose side went on (summary, next case, exit) inside the partner's timed steps

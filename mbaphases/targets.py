@@ -162,7 +162,7 @@ def install(env_dir: Path, checkout: Path, extras: list[str], prepare: str | Non
 
 def own_environment(checkout: Path) -> bool:
     """Whether a side's checkout says what its environment holds (a lock): two such sides cannot
-    share one environment at the same time, as a duet runs them."""
+    share one environment at the same time, as a paired runs them."""
     return any((Path(checkout) / name).is_file() for name in LOCK_FILES)
 
 
@@ -173,7 +173,7 @@ def runner_requirement() -> str:
 
 def side_environment(env_root: Path, checkout: Path, commit: str, python_version: str, install_command: list[str],
                      conf_dir: Path, runner_requirement: str) -> Path:
-    """A side's own environment, for runs that need two sides installed at once (a duet): a
+    """A side's own environment, for runs that need two sides installed at once (a pair): a
     virtual environment with asv's runner, then the asv config's own install step with the
     substitutions asv makes, so it holds what asv's environment holds for that commit. Made once
     per commit, install step and python (an unfinished one, which has no install record, is made

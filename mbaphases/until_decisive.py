@@ -173,7 +173,7 @@ def flagged_sides(sides: list[dict], metas: list[dict]) -> list[dict]:
 def gate_rows(conf_path: Path, pins: dict, sides: list[dict], machine: str, threshold: float,
               confidence: float) -> dict[str, list[dict]]:
     """Each candidate's gate rows at ``confidence``, compared as the report compares them (per
-    hardware, inside the batches both sides ran in, round-robin duet sides through every side's pairs)."""
+    hardware, inside the batches both sides ran in, round-robin sides through every side's pairs)."""
     conf = inputs.load_asv_conf(conf_path)
     results_dir = conf_path.parent / conf.get("results_dir", "results")
     repo = conf_path.parent / conf["repo"]
@@ -181,7 +181,7 @@ def gate_rows(conf_path: Path, pins: dict, sides: list[dict], machine: str, thre
     candidates = [load.load_asv_side(x["label"], x["sha"], results_dir, machine, repo) for x in sides[1:]]
     rows_of: dict[str, list[dict]] = {x["label"]: [] for x in sides[1:]}
     for unit in comparable.by_hardware(base, candidates, 1):
-        # round-robin duet sides are compared through every side's pairs, as the report does
+        # round-robin sides are compared through every side's pairs, as the report does
         fits = comparable.block_fits([unit.baseline, *unit.candidates])
         for cand, side in zip(sides[1:], unit.candidates):
             paired_base, paired, _ = comparable.pair(unit.baseline, side)

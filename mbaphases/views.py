@@ -1,4 +1,4 @@
-"""The report's views: the tables as text, the marks, the decision block and the definitions
+"""The report's views: the tables as text, the marks, the decision section and the definitions
 (written once here, read by the markdown, the terminal and the pages)."""
 from __future__ import annotations
 
@@ -63,10 +63,10 @@ DEFINITIONS = {
                 "which an interval of this spread, shrinking as 1/sqrt(runs), would clear the threshold. With "
                 "several batches: van Elteren's stratified statistic sum_s U_s / (m_s + n_s + 1) inverted the same "
                 "way (exact where the counts allow, else normal), so a shift between batches shared by both sides "
-                "neither widens nor biases it; one batch is the rule above. Duet runs: two sides with at least 5 "
+                "neither widens nor biases it; one batch is the rule above. Runs in pairs: two sides with at least 5 "
                 "pairs of their own are compared pair by pair (Wilcoxon signed-rank of the per-pair ratios); two "
                 "sides of a round-robin, which meet in fewer, through every side's pairs: the least-squares fit "
-                "of log throughput = side + pair + CPU per case (each pair's time slot a block, so a slowdown of "
+                "of log throughput = side + pair + CPU per case (each pair a block, so a slowdown of "
                 "the host during it, shared by both of its runs, cancels; the CPUs swap every round; in turns, "
                 "where a pair shares its CPUs, which side took the first turn in place of the CPU), with "
                 "Student's t interval of the two sides' difference on the residual degrees of freedom (a normal "
@@ -271,7 +271,7 @@ def _functions_view(rep: Report) -> pd.DataFrame:
 
 
 def _dispersion_lines(d: pd.DataFrame) -> list[str]:
-    """The decision block's lines for the sides' drift between batches and transients within runs."""
+    """The decision section's lines for the sides' drift between batches and transients within runs."""
     lines = []
     for _, row in d[d.get("drift", pd.Series(False, index=d.index)) == True].iterrows():  # noqa: E712
         lines.append(f"- `{row.case}` ({row.side}): DRIFT between batches ({row.batches}). Suggested: rerun "
@@ -283,7 +283,7 @@ def _dispersion_lines(d: pd.DataFrame) -> list[str]:
     return lines
 
 
-def decision_block(rep: Report) -> str:
+def decision_section(rep: Report) -> str:
     """The proposed gate, what misses it, what noise or drift leaves undecided with the
     suggested handling, recorded decisions, and an exceptions snippet to paste."""
     g = rep.gate.to_dict("records")

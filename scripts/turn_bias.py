@@ -1,6 +1,6 @@
 """Whether taking turns moves a ratio: two refs of a target's history, some cases, run alone (each
 side in turn on its slot) and in pairs taking turns on the same slot at several turn lengths; the
-ratio candidate / baseline of each slot, per design and case. A design whose ratio differs from the
+ratio candidate / baseline of each period, per design and case. A design whose ratio differs from the
 solo one by more than their spreads explain biases the gate.
 
     python scripts/turn_bias.py --repo demo-target --baseline main --candidate mba-dev \
@@ -10,7 +10,7 @@ solo one by more than their spreads explain biases the gate.
 
 --cpus 1 (default): each CPU its own slot, every pool at one thread, both slots at once. --cpus N:
 one slot of CPUs 0..N-1, every pool at N threads (the demo profile's program at 2). Solo and turns
-alternate slot by slot, so the host's drift falls on both. --json: per case, each design's
+alternate period by period, so the host's drift falls on both. --json: per case, each design's
 ratio and its difference from solo (log scale) with its standard error and a 90% t interval over the
 rounds (solo and turns of one round paired), and each turn length's predicted bias with its
 standard error (random effects over the cases, mbaphases.turn_bias.correction_from): the data behind

@@ -209,7 +209,7 @@ def _stored_source(opts: ReportOptions, pins: dict) -> _Source:
 
 def _machine(given: str | None, results_dir: Path, pins: dict) -> str:
     """The machine to read: as given; else the only one; else the machine of the newest run of
-    these pins (a duet run has its own), else the runner's default name for the active profile,
+    these pins (a paired run has its own), else the runner's default name for the active profile,
     when it has results; else the choice is the user's (mbaphases.load.pick_machine)."""
     machine = given
     stored = load.machines(results_dir)

@@ -1,8 +1,8 @@
-"""Duet pairs as the blocks of an incomplete block design: the intra-block analysis.
+"""Pairs as the blocks of an incomplete block design: the intra-block analysis.
 
-A round-robin duet batch runs every side once a round, two at a time, so two sides meet directly
+A round-robin batch runs every side once a round, two at a time, so two sides meet directly
 only once in n-1 rounds: too few pairs for a paired interval of their own. Every pair shares its
-time slot, though, and a slowdown of the host during it hits both of its runs (measured on a
+minutes, though, and a slowdown of the host during it hits both of its runs (measured on a
 shared 2-core VM: 25-30% for about half a minute, on both CPUs at once; docs/log/noise.md). The
 least-squares fit, per case, of
 
@@ -77,7 +77,7 @@ class Contrast:
 
 
 def fit(rows: list[tuple]) -> Fit | None:
-    """``rows``: (side, pair, value > 0[, CPU[, role]]) of one case, every run that ran in a duet pair
+    """``rows``: (side, pair, value > 0[, CPU[, role]]) of one case, every run that ran in a pair
     (role: 0 for the side that took the first turn). A pair with one run left (its partner failed the
     case) says nothing about the sides and is left out. None when fewer than three sides or MIN_DF
     residual degrees of freedom remain."""

@@ -75,5 +75,5 @@ def best_windows(c: Components, run_cost_s: float, window_cost_s: float, most: i
 def runs_for(c: Components, windows: int, half_width: float, z: float = 1.645, sides: float = 2) -> int:
     """Runs a side so that a ratio of two sides' means has about ``half_width`` (relative) at z:
     var(log ratio) = sides x (run variance + window variance / windows) / runs (``sides``: 2 for
-    two sides' own runs; a duet pair's log ratio is one such variance, mbaphases.allocation)."""
+    two sides' own runs; a pair's log ratio is one such variance, mbaphases.allocation)."""
     return max(2, math.ceil(sides * c.per_run(windows) * (z / half_width) ** 2))

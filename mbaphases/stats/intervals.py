@@ -178,7 +178,7 @@ def signed_rank_cdf(k: int, n: int) -> float:
 
 
 def _paired_shift(blocks: list[tuple], confidence: float, log: bool) -> RatioInterval:
-    """Blocks of one run a side (duet pairs): the Wilcoxon signed-rank interval of the paired
+    """Blocks of one run a side (pairs): the Wilcoxon signed-rank interval of the paired
     differences (Tukey's: the k-th smallest to the k-th largest Walsh average), which uses the
     sizes of the differences where van Elteren's statistic over 1-vs-1 strata is the sign test."""
     back = np.exp if log else (lambda x: x)
@@ -257,7 +257,7 @@ def stratified_p_less(blocks: list[tuple], threshold: float) -> float | None:
     if not blocks:
         return None
     if all(len(b) == 1 and len(c) == 1 for b, c in blocks):
-        # duet pairs: the signed-rank test of the paired log ratios against log(threshold)
+        # pairs: the signed-rank test of the paired log ratios against log(threshold)
         d = np.array([math.log(c[0] / (threshold * b[0])) for b, c in blocks])
         return float(stats.wilcoxon(d, alternative="less", method="exact").pvalue) if np.any(d != 0) else None
     sizes = [(len(b), len(c)) for b, c in blocks]

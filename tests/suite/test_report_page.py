@@ -119,7 +119,7 @@ def test_the_same_stored_runs_give_the_same_files_byte_for_byte(tmp_path, monkey
     against this: scripts/same_report.sh)."""
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1796000000")
     sides = []
-    for name, scale in (("b", 1.0), ("c", 0.8)):  # the candidate slower: a decision block with exceptions
+    for name, scale in (("b", 1.0), ("c", 0.8)):  # the candidate slower: a decision section with exceptions
         paths = [E.write(tmp_path / f"{name}_run{k + 1}.json",
                          E.doc([E.case_result(c, env_step=9.0 * scale + 0.3 * k, update_state=1.5 * scale) for c in CASES]))
                  for k in range(3)]

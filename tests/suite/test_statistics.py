@@ -634,7 +634,7 @@ def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path, s
              for s, vs in values.items()}
     assert len(comparable.direct_pairs(sides["base"], sides["c95"])) < comparable.MIN_PAIRS
     for name, want in (("c95", "PASS"), ("c85", "FAIL"), ("c100", "PASS")):
-        g = analysis.build(sides["base"], sides[name], 0.90, 3, duet=comparable.DuetBatch(list(sides.values()))).gate.iloc[0]
+        g = analysis.build(sides["base"], sides[name], 0.90, 3, paired=comparable.PairedBatch(list(sides.values()))).gate.iloc[0]
         ratio = truth[name] / truth["base"]
         assert g.gate == want and abs(g.estimate / ratio - 1) < 0.02 and g.method.startswith("intra-block"), (name, g.to_dict())
         assert "pairs of every side" in g.note and "unpaired view" in g.note and "in turns" not in g.note
@@ -645,12 +645,12 @@ def test_round_robin_sides_are_compared_through_every_pair_as_blocks(tmp_path, s
         turns = {s: load.load_raw_side(s, duet_runs(tmp_path, f"{s}-t{end_wait}", [v for v, _ in vs],
                                                     [p for _, p in vs], True, end_wait=end_wait))
                  for s, vs in values.items()}
-        g = analysis.build(turns["base"], turns["c85"], 0.90, 3, duet=comparable.DuetBatch(list(turns.values()))).gate.iloc[0]
+        g = analysis.build(turns["base"], turns["c85"], 0.90, 3, paired=comparable.PairedBatch(list(turns.values()))).gate.iloc[0]
         assert g.gate == gate and (g.method or "").startswith("intra-block") == end_wait, g.to_dict()
     # a flagged run: the verdict without it is refitted through the pairs too (not the unpaired view)
     flagged = sides["c95"]
     flagged.run_flags = {flagged.runs()[0]: ["machine busy during the run"]}
-    g = analysis.build(sides["base"], flagged, 0.90, 3, duet=comparable.DuetBatch(list(sides.values()))).gate.iloc[0]
+    g = analysis.build(sides["base"], flagged, 0.90, 3, paired=comparable.PairedBatch(list(sides.values()))).gate.iloc[0]
     assert g.gate == "PASS" and g.without_flagged == "PASS" and g.flagged_runs == 1
     # without the other sides (or for sides whose runs did not all run in pairs) the rank intervals decide
     g = analysis.build(sides["base"], sides["c95"], 0.90, 3).gate.iloc[0]
@@ -927,7 +927,7 @@ def test_a_case_within_the_turn_bias_error_of_the_threshold_asks_for_runs_alone(
     rep = analysis.build(b, c, threshold=0.90, min_runs=3)
     g = rep.gate.iloc[0]
     assert g.gate == "INCONCLUSIVE" and g.runs_needed is None and "within the turn-bias correction's own error" in g.note
-    assert "runs alone (`--design solo`)" in views.decision_block(rep)
+    assert "runs alone (`--design solo`)" in views.decision_section(rep)
 
 
 def test_the_looks_spend_the_error_by_the_spending_function():

@@ -288,7 +288,7 @@ def test_a_window_not_in_steady_state_is_transient(tmp_path):
     assert d.loc["baseline", "first_last"] == pytest.approx(1.0)
     rep = analysis.build(b, c, min_runs=3)
     assert "TRANSIENT" in views.view_tables(rep)["dispersion"].flag.iloc[1]
-    assert "more warmup steps" in views.decision_block(rep)
+    assert "more warmup steps" in views.decision_section(rep)
     assert rep.throughput.iloc[0].candidate_median == pytest.approx(rep.throughput.iloc[0].baseline_median)
 
 
@@ -305,7 +305,7 @@ def test_a_side_without_physics_time_keeps_physics_inside_step_core_on_both(tmp_
 
 def test_each_gate_row_says_whether_its_verdict_holds_without_the_flagged_runs(tmp_path):
     """Runs flagged BUSY stay in the verdict; the row says what it would be without them, and
-    the decision block lists the cases whose verdict depends on them."""
+    the decision section lists the cases whose verdict depends on them."""
     bt, ct = [1000, 1010, 990, 1005], [950, 960, 955, 700]
     b = load.load_raw_side("b", side_files(tmp_path, "b", [{CASE_A: {"env_step": env_step_for(t)},
                                                              CASE_B: {"env_step": env_step_for(t)}} for t in bt]))
@@ -323,7 +323,7 @@ def test_each_gate_row_says_whether_its_verdict_holds_without_the_flagged_runs(t
     view = views.view_tables(rep)["gate"].set_index("case")
     assert view.loc[CASE_A, "without flagged runs"] == "PASS (1 flagged run left out)"
     assert view.loc[CASE_B, "without flagged runs"] == "same (1 flagged run left out)"
-    block = views.decision_block(rep)
+    block = views.decision_section(rep)
     assert f"`{CASE_A}` INCONCLUSIVE → PASS" in block and f"`{CASE_B}`" not in block.split("depend on runs")[1]
     # a side without flagged runs: the column stays empty
     c.run_flags = {}
