@@ -42,12 +42,15 @@ def star_suite(tmp):
 
 
 def start(suite, machine: str, *extra: str) -> subprocess.Popen:
-    """The batch on the first two CPUs."""
+    """The batch on the first two CPUs, started as a terminal would start it: its own foreground group,
+    SIGINT as default (a shell's background job starts with SIGINT ignored, and the tests started
+    from one would pass that on: the batch would never see the Ctrl-C)."""
     cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))[:2]))
     return subprocess.Popen(["taskset", "-c", cpus, sys.executable, "-m", "mbaphases.cli", "run", "--design", "turns",
                              "--profile", "star", "--runs", str(ROUNDS), "--machine", machine, *extra],
                             cwd=suite, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")})
+                            env={**os.environ, "MBAPHASES_LOCK": str(suite / "formal.lock")},
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def metas_of(suite, machine: str) -> list[dict]:
