@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from asv import results as asv_results
@@ -13,7 +14,9 @@ from test_suite_sides import CASES
 
 from mbaphases.demo_repo import generate
 
-pytestmark = pytest.mark.slow(seconds=115)  # real asv runs, installs or physics over many runs: minutes
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow(seconds=200)  # real asv runs, installs or physics over many runs: minutes
 
 
 def test_field_profile_builds_a_virtualenv_and_runs_both_sides(tmp_path):
@@ -40,33 +43,39 @@ def test_field_profile_builds_a_virtualenv_and_runs_both_sides(tmp_path):
         assert {r["case"]["runtime"] for r in entry["results"]} == {"direct" if branch == "main" else "mba"}
 
 
-def test_plain_asv_continuous_takes_the_pinned_independent_runs(tmp_path):
-    """`asv continuous main mba-dev` as the asv docs type it (plus --machine): the
-    benchmark type in asv-plugin/ declares rounds, so each side gets the pinned number
-    of interleaved runs, each a fresh entry process, stored as samples; the report
-    then has enough runs for the gate."""
-
+def test_asv_typed_as_docs_asv_md_types_it_takes_the_pinned_independent_runs(tmp_path):
+    """docs/asv.md's commands as written (at the tiny profile): `asv continuous main mba-dev` as the asv
+    docs type it (plus --machine) gives each side the pinned number of interleaved runs, each a fresh
+    entry process, stored as samples (the benchmark type in asv-plugin/ declares rounds); `asv run
+    HASHFILE` adds as many; asv compares and publishes; the report has every run for the gate."""
     suite = make_suite(tmp_path, "mba-dev")
     pins = (suite / "pins.toml").read_text()
     pins = with_cases(pins, CASES)
     pins = re.sub(r"^runs = \d+", "runs = 3", pins, flags=re.M)
     (suite / "pins.toml").write_text(pins)
     shas = generate(suite / "demo-target")
-    env = {**os.environ, "MBAPHASES_PROFILE": "tiny", "MBAPHASES_LOCK": str(suite / "formal.lock")}
-    asv = [sys.executable, "-m", "asv"]
-    subprocess.run([*asv, "machine", "--yes", "--machine", "plainbox"], cwd=suite, env=env, check=True,
-                   capture_output=True)
-    p = subprocess.run([*asv, "continuous", "main", "mba-dev", "--machine", "plainbox"], cwd=suite, env=env,
+    commands = re.search(r"```\n(M=.*?)```", (ROOT / "docs" / "asv.md").read_text(), re.S).group(1)
+    env = {**os.environ, "MBAPHASES_PROFILE": "tiny", "MBAPHASES_LOCK": str(suite / "formal.lock"),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    # as typed into a terminal: each line runs whatever the one before exited with (asv continuous
+    # exits 1 where its own comparison sees a decrease, as it may here: MBA dev is slower)
+    p = subprocess.run(["bash", "-u", "-c", commands], cwd=suite, env=env,
                        capture_output=True, text=True, timeout=2400)
+    # the last line is the report, whose exit is its verdict; each line before it is checked by what it left
+    assert (suite / "reports" / "demo" / "summary.json").is_file(), p.stdout[-3000:] + p.stderr[-3000:]
+    assert "command not found" not in p.stderr and "fatal:" not in p.stderr, p.stderr[-3000:]
+    # asv compare's table (asv continuous prints one too where its own comparison saw a change)
+    assert "entry_time_per_million_steps" in p.stdout.rsplit("Benchmark (Parameter)", 1)[-1], p.stdout[-3000:]
+    s = summary_of(p, suite / "reports" / "demo")
     assert "round 3/3" in p.stdout, p.stdout[-3000:] + p.stderr[-3000:]
+    (machine,) = [d.name for d in (suite / "results").iterdir() if d.is_dir()]  # the one the docs' $M names
+    assert (suite / "html" / "index.html").is_file() and (suite / "html" / "mbaphases" / "index.html").is_file()
     for branch in ("main", "mba-dev"):
-        (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results"), "plainbox", shas[branch][:8])
-        key = "collector.CollectorActive.entry_time_per_million_steps"
-        samples = res.get_result_samples(key, res.get_result_params(key))
-        assert [len(s) for s in samples] == [3, 3], samples
-        metas = sorted((suite / "raw-runs" / "plainbox" / shas[branch]).glob("run*.meta.json"))
-        assert len(metas) == 3
+        (res,) = asv_results.iter_results_for_machine_and_hash(str(suite / "results"), machine, shas[branch][:8])
+        assert res.get_result_value("collector.CollectorActive.entry_time_per_million_steps",
+                                    res.get_result_params("collector.CollectorActive.entry_time_per_million_steps"))
+        metas = sorted((suite / "raw-runs" / machine / shas[branch]).glob("run*.meta.json"))
+        assert len(metas) == 6  # three of asv continuous, three of asv run HASHFILE
         assert all(json.loads(m.read_text())["lock"]["alone"] for m in metas)
-    r = run_mbaphases(suite, "report", "--out", str(tmp_path / "rep"), "--machine", "plainbox")
-    s = summary_of(r, tmp_path / "rep")
-    assert "MISSING" not in s["counts"], r.stdout[-2000:] + r.stderr
+    assert "MISSING" not in s["counts"] and all(
+        c["throughput"]["baseline"]["runs"] == c["throughput"]["candidate"]["runs"] == 6 for c in s["cases"]), s
