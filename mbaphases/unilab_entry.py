@@ -100,7 +100,7 @@ _FRAMEWORK_PARTS = {
     "create_env": ("unilab.base.config_adapter:create_env", "unilab.training.common:create_env"),
 }
 # The off-policy parts (observation split, replay buffer, timeout mask) moved between packages:
-# read off each era's installed packages (docs/log/releases.md)
+# read off each era's installed packages (docs/releases.md)
 _UNILAB_RL_PARTS = {
     "split_obs": ("unilab.rl.contracts.observations:split_obs_dict",),
     "obs_dims": ("unilab.rl.contracts.observations:get_obs_dims",),
