@@ -227,12 +227,8 @@ def relayed_stdout():
     # the relay starts with the interrupts blocked (a thread inherits its creator's mask): a signal that
     # waited while the process was stopped goes to whichever thread runs first after SIGCONT, and one
     # the relay took would leave the main thread in its blocking call, its handler not yet run
-    interrupts = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, interrupts)
-    try:
+    with held_signals():
         thread.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     try:
         yield
     finally:

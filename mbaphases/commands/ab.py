@@ -17,7 +17,7 @@ from pathlib import Path
 import tomli_w
 from packaging.requirements import InvalidRequirement, Requirement
 
-from mbaphases import ci_summary, inputs
+from mbaphases import ci_summary, exits, inputs
 from mbaphases.commands import report, target
 from mbaphases.errors import UsageError
 from mbaphases.run import batch, prepare
@@ -190,7 +190,7 @@ def main(args) -> int:
                                  deadline=deadline, fleet=fleet)
     except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
-        return prepare.EXIT_LOCK_TIMEOUT
+        return exits.LOCK_TIMEOUT
     if rc not in (0, 1):
         return rc  # interrupted: every completed run is kept, the report can follow later
     machine = args.machine or prepare.default_machine(pins["active_profile"]["name"], design.paired)

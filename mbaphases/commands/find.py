@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+from mbaphases import exits, inputs
 from mbaphases import find as find_mod
-from mbaphases import inputs
 from mbaphases.commands import target
 from mbaphases.errors import UsageError
 from mbaphases.run import prepare
@@ -77,7 +77,7 @@ def main(args) -> int:
                                      fleet=target.fleet_setting(args, pins))
     except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
-        return prepare.EXIT_LOCK_TIMEOUT
+        return exits.LOCK_TIMEOUT
     suite_dir = conf.resolve().parent
     out = suite_dir / "raw-runs" / machine / "find" / f"{time.strftime('%Y%m%dT%H%M%S', time.localtime(started))}.json"
     find_mod.record(search, out, started)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mbaphases import inputs, until_decisive
+from mbaphases import exits, inputs, until_decisive
 from mbaphases.commands import target
 from mbaphases.run import batch, prepare
 
@@ -72,4 +72,4 @@ def main(args) -> int:
                                     deadline=deadline, fleet=target.fleet_setting(args, pins))
     except prepare.LockBusy as e:
         print(f"error: {e}", file=sys.stderr)
-        return prepare.EXIT_LOCK_TIMEOUT
+        return exits.LOCK_TIMEOUT

@@ -14,11 +14,10 @@ import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 
-from mbaphases import exits, formal_lock, hardware, targets
+from mbaphases import formal_lock, hardware, targets
 from mbaphases.errors import UsageError
 
 LockBusy = formal_lock.LockBusy
-EXIT_LOCK_TIMEOUT = exits.LOCK_TIMEOUT
 
 
 @contextmanager
