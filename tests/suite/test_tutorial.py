@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_docs import OLD_NAME
 from test_suite_asv import summary_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,7 @@ def test_the_report_speaks_the_glossarys_words(ran):
     """Earlier versions' name of the paired designs is gone from every file the report writes (the
     runs' stored keys may keep it; the report never prints them)."""
     suite, output = ran
-    old = re.compile(r"(?<![-\w])duets?(?![-\w])", re.I)
+    old = OLD_NAME
     assert not old.search(output)
     written = [p for p in (suite / "reports").rglob("*") if p.suffix in (".md", ".json", ".csv", ".html")]
     assert len(written) > 10
